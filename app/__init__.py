@@ -1,0 +1,1 @@
+"""Assembly: settings, the ``franz`` command line, logging and lifespan wiring."""

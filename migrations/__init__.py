@@ -1,0 +1,1 @@
+"""Alembic migrations of the SQL catalog (the embedded metadata store's schema)."""
