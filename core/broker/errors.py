@@ -1,0 +1,194 @@
+"""Broker-level domain errors: topics, partitions, replication, groups, consumers.
+
+Each class carries Kafka's wire error number in ``error_code``; ``api/errors.py``
+maps classes to HTTP status and Confluent ``error_code``. Storage errors live in
+``core.storage.errors``.
+"""
+
+from __future__ import annotations
+
+from core.errors import FranzError
+
+
+class UnknownTopicOrPartitionError(FranzError):
+    """The topic or partition does not exist."""
+
+    error_code = 3
+
+
+class UnknownTopicError(UnknownTopicOrPartitionError):
+    """The topic does not exist (the partition question does not arise)."""
+
+
+class UnknownPartitionError(UnknownTopicOrPartitionError):
+    """The topic exists but not this partition."""
+
+
+class LeaderNotAvailableError(FranzError):
+    """The partition has no leader right now (election in progress, or offline)."""
+
+    error_code = 5
+    retriable = True
+
+
+class NotLeaderOrFollowerError(FranzError):
+    """This broker does not lead the partition."""
+
+    error_code = 6
+    retriable = True
+
+
+class RequestTimedOutError(FranzError):
+    """acks=all: the high watermark did not reach the records in time."""
+
+    error_code = 7
+    retriable = True
+
+
+class OffsetMetadataTooLargeError(FranzError):
+    """Commit metadata longer than offset.metadata.max.bytes."""
+
+    error_code = 12
+
+
+class CoordinatorLoadInProgressError(FranzError):
+    """The group coordinator is still loading the group from the offsets topic."""
+
+    error_code = 14
+    retriable = True
+
+
+class CoordinatorNotAvailableError(FranzError):
+    """The group coordinator is not available."""
+
+    error_code = 15
+    retriable = True
+
+
+class NotCoordinatorError(FranzError):
+    """This broker is not the coordinator of the group."""
+
+    error_code = 16
+    retriable = True
+
+
+class NotEnoughReplicasError(FranzError):
+    """acks=all and the ISR is smaller than min.insync.replicas: nothing was written."""
+
+    error_code = 19
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(FranzError):
+    """acks=all: written, but the ISR shrank below min.insync.replicas meanwhile."""
+
+    error_code = 20
+    retriable = True
+
+
+class InvalidRequiredAcksError(FranzError):
+    """acks other than 0, 1, -1/all."""
+
+    error_code = 21
+
+
+class IllegalGenerationError(FranzError):
+    error_code = 22
+
+
+class InvalidGroupIdError(FranzError):
+    """An empty or otherwise unusable group id."""
+
+    error_code = 24
+
+
+class UnknownMemberIdError(FranzError):
+    """The group has no such member (REST: no such consumer instance)."""
+
+    error_code = 25
+
+
+class RebalanceInProgressError(FranzError):
+    error_code = 27
+    retriable = True
+
+
+class TopicAlreadyExistsError(FranzError):
+    error_code = 36
+
+
+class InvalidPartitionsError(FranzError):
+    """A partition count below 1, or a decrease of the count."""
+
+    error_code = 37
+
+
+class InvalidReplicationFactorError(FranzError):
+    """Replication factor below 1 or above the number of live brokers."""
+
+    error_code = 38
+
+
+class InvalidReplicaAssignmentError(FranzError):
+    error_code = 39
+
+
+class NotControllerError(FranzError):
+    error_code = 41
+    retriable = True
+
+
+class StaleControllerEpochError(FranzError):
+    error_code = 11
+
+
+class TopicDeletionDisabledError(FranzError):
+    error_code = 73
+
+
+class FencedLeaderEpochError(FranzError):
+    error_code = 74
+    retriable = True
+
+
+class UnknownLeaderEpochError(FranzError):
+    error_code = 75
+    retriable = True
+
+
+class NonEmptyGroupError(FranzError):
+    error_code = 68
+
+
+class GroupIdNotFoundError(FranzError):
+    error_code = 69
+
+
+class BrokerNotAvailableError(FranzError):
+    error_code = 8
+    retriable = True
+
+
+# --- REST consumer instances (no Kafka wire code; Confluent has its own numbers) ----
+
+
+class ConsumerInstanceNotFoundError(UnknownMemberIdError):
+    """No consumer instance of that name in the group (expired, deleted or never made)."""
+
+
+class ConsumerAlreadyExistsError(FranzError):
+    """A consumer instance with this name already exists in the group."""
+
+
+class IllegalConsumerStateError(FranzError):
+    """Subscribe vs assign mixed, or a seek on a partition not assigned to the instance."""
+
+
+class InvalidConsumerConfigError(FranzError):
+    """A consumer-instance setting with a bad value (auto.offset.reset, format, ...)."""
+
+
+class NoOffsetForPartitionError(FranzError):
+    """auto.offset.reset=none and the group has no committed offset for a partition."""
+
+    error_code = 1

@@ -1,0 +1,135 @@
+"""Records inside batches: build a v2 batch from records, decode batches into records.
+
+Record layout inside a batch (ZigZag varints)::
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+    keyLength varint (-1 null) | key | valueLength varint (-1 null) | value |
+    headersCount varint | (headerKeyLength varint | key utf-8 |
+                           headerValueLength varint (-1 null) | value)*
+
+The per-record loops run in C (``core.storage.codec``); this module adds the names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from core.storage import codec
+from core.storage.batch import LOG_APPEND_TIME, BatchHeader, iter_batches, parse_header
+from core.storage.errors import CorruptRecordError
+
+Headers = list[tuple[str, "bytes | None"]]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record as a consumer sees it."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = field(default_factory=list)
+    timestamp_type: int = 0  # 0 CreateTime, 1 LogAppendTime
+
+
+@dataclass(frozen=True, slots=True)
+class NewRecord:
+    """A record to be written: offsets are assigned at append time."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: Headers = field(default_factory=list)
+    timestamp: int | None = None  # ms; None = now
+
+
+def build_batch(
+    records: Sequence[NewRecord],
+    *,
+    now_ms: int,
+    compression: int = codec.NONE,
+    base_offset: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+) -> bytearray:
+    """Encode ``records`` as one v2 batch with offset deltas 0..n-1."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    builder = codec.new_batch_builder(
+        compression=compression,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        transactional=transactional,
+    )
+    append = builder.append
+    for i, r in enumerate(records):
+        ts = now_ms if r.timestamp is None else r.timestamp
+        append(i, ts, r.key, r.value, r.headers)
+    buf = builder.build()
+    if base_offset:
+        from core.storage.batch import patch_base_offset
+
+        patch_base_offset(buf, 0, base_offset)
+    return buf
+
+
+def build_batch_from_tuples(
+    rows: Iterable[tuple[bytes | None, bytes | None, Headers, int]],
+    *,
+    compression: int = codec.NONE,
+) -> bytearray:
+    """Hot-path variant: ``(key, value, headers, timestamp_ms)`` tuples, no dataclasses."""
+    builder = codec.new_batch_builder(compression=compression)
+    append = builder.append
+    n = 0
+    for n, (key, value, headers, ts) in enumerate(rows):  # noqa: B007
+        append(n, ts, key, value, headers)
+    if builder.size() <= 61:
+        raise ValueError("a batch needs at least one record")
+    return builder.build()
+
+
+def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> list[Record]:
+    """Decode the whole batch at ``pos`` into records with absolute offsets."""
+    header = parse_header(buf, pos)
+    return list(_records_of(buf, pos, header))
+
+
+def _records_of(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Iterator[Record]:
+    if pos + h.size > len(buf):
+        raise CorruptRecordError("batch runs past the end of the buffer")
+    log_append = h.timestamp_type == LOG_APPEND_TIME
+    for off, ts, _tt, key, value, headers in codec.iter_batch_records(
+        memoryview(buf)[pos : pos + h.size]
+    ):
+        if log_append:  # record timestamps are not rewritten; the batch max is the truth
+            yield Record(off, h.max_timestamp, key, value, headers, LOG_APPEND_TIME)
+        else:
+            yield Record(off, ts, key, value, headers, 0)
+
+
+def decode_records(
+    data: bytes | bytearray | memoryview, *, min_offset: int = 0, max_offset: int | None = None
+) -> list[Record]:
+    """Decode every whole batch in ``data`` (a fetch result may end with a partial batch,
+    which is ignored), keeping records with ``min_offset <= offset < max_offset``."""
+    out: list[Record] = []
+    for pos, h in iter_batches(data):
+        if h.last_offset < min_offset or h.is_control:
+            continue
+        if max_offset is not None and h.base_offset >= max_offset:
+            break
+        for rec in _records_of(data, pos, h):
+            if rec.offset >= min_offset and (max_offset is None or rec.offset < max_offset):
+                out.append(rec)
+    return out
+
+
+def iter_raw_records(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader):
+    """``(offset, timestamp, timestamp_type, key, value, headers)`` tuples of one batch,
+    for hot paths that build JSON directly."""
+    return codec.iter_batch_records(memoryview(buf)[pos : pos + header.size])
