@@ -1,26 +1,59 @@
-"""The ``franz`` command line."""
+"""The ``franz`` command line: ``franz serve`` runs a standalone broker."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from pathlib import Path
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="franz", description="Kafka-style broker over HTTP")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("version", help="print the version")
+    serve = sub.add_parser("serve", help="run a standalone broker (embedded metadata, no ZooKeeper)")
+    serve.add_argument("--config", type=Path, help="a .properties file with Kafka's names")
+    serve.add_argument("--host", help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (default 8082)")
+    serve.add_argument("--data-dir", help="data directory (default ./data)")
+    serve.add_argument("--broker-id", type=int, help="broker id (default 0)")
+    serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="any broker property, e.g. --override num.partitions=3")
+    serve.add_argument("--log-level", default="INFO")
     return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from app.server import run  # noqa: PLC0415  (keep `franz --help` fast)
+    from app.settings import load_config  # noqa: PLC0415
+
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    overrides: dict[str, object] = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"franz: --override needs KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        overrides[key.strip()] = value.strip()
+    overrides.update({"host": args.host, "port": args.port, "log.dirs": args.data_dir,
+                      "broker.id": args.broker_id})
+    config = load_config(properties_file=args.config, overrides=overrides)
+    run(config)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "version":
-        from importlib.metadata import version
+        from importlib.metadata import version  # noqa: PLC0415
 
         print(version("franz"))
         return 0
+    if args.command == "serve":
+        return _serve(args)
     parser.print_help()
     return 2
 

@@ -1,0 +1,40 @@
+"""Run one broker with its HTTP API in this process (uvicorn, uvloop when available)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import uvicorn
+
+from api.app import create_app
+from app.assembly import build_broker
+from core.broker.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+
+async def serve(config: BrokerConfig) -> None:
+    broker = build_broker(config)
+    await broker.start()
+    try:
+        app = create_app(broker)
+        uv_config = uvicorn.Config(
+            app, host=config["host"], port=config["port"], log_level="warning",
+            access_log=False, http="httptools", lifespan="off", timeout_graceful_shutdown=5,
+        )
+        server = uvicorn.Server(uv_config)
+        log.info("franz broker %d listening on http://%s:%d", config.broker_id, config["host"],
+                 config["port"])
+        await server.serve()
+    finally:
+        await broker.stop()
+
+
+def run(config: BrokerConfig) -> None:
+    try:
+        import uvloop  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - platforms without uvloop
+        asyncio.run(serve(config))
+    else:
+        uvloop.run(serve(config))

@@ -1,0 +1,339 @@
+"""The broker: one object per broker process, the facade ``api/`` talks to.
+
+It wires the log manager, the metadata store and cache, the controller, the replica
+manager and the consumer (group) manager, applies metadata changes to local replicas,
+and runs the periodic maintenance (flush, retention, compaction, checkpoints, idle
+consumer expiry) off the event loop. Standalone is the one-broker case of the same code:
+only the metadata store backend differs. See ``docs/broker-api.md`` for the contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+from core.broker.config import BrokerConfig
+from core.broker.controller import Controller
+from core.broker.errors import (
+    UnknownPartitionError,
+    UnknownTopicError,
+)
+from core.broker.metadata import (
+    BrokerRegistration,
+    EventKind,
+    MetadataEvent,
+    MetadataStore,
+)
+from core.broker.metadata_cache import MetadataCache, TopicMetadata
+from core.broker.producer import produce_to_topic
+from core.broker.replica_manager import ReplicaManager
+from core.broker.types import (
+    BrokerInfo,
+    FetchResult,
+    PartitionInfo,
+    PartitionOffsets,
+    ProduceRecord,
+    RecordResult,
+    TopicInfo,
+    TopicPartition,
+)
+from core.clock import SYSTEM_CLOCK, Clock
+from core.storage.blocking import run_blocking
+from core.storage.config import LogConfig, is_internal_topic
+from core.storage.log_manager import LogManager
+from core.storage.records import decode_records
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class Broker:
+    """Lifecycle: ``await start()`` once, serve, ``await stop()`` once."""
+
+    def __init__(self, config: BrokerConfig, store: MetadataStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.store = store
+        self.clock = clock
+        self.cluster_id = ""
+        self.cache = MetadataCache()
+        self.controller = Controller(self.broker_id, store,
+                                     delete_topic_enable=config["delete.topic.enable"])
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.consumers = None  # type: ignore[assignment]  # ConsumerManager, set in start()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sync_locks: dict[str, asyncio.Lock] = {}
+        self._create_lock = asyncio.Lock()
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        data_dir = self.config.data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_manager = await run_blocking(
+            LogManager, data_dir, server_defaults=dict(self.config.log_defaults),
+            clock=self.clock, broker_id=self.broker_id)
+        await self.store.start()
+        self.cluster_id = await self.store.cluster_id()
+        self.log_manager.write_meta_properties(broker_id=self.broker_id, cluster_id=self.cluster_id)
+        hws = self.log_manager.read_high_watermarks()
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.clock, hws)
+        self.store.subscribe(self._on_metadata_event)
+        await self.store.register_broker(BrokerRegistration(
+            self.broker_id, self.config["advertised.host"] or self.config["host"],
+            self.config["port"], timestamp_ms=self.clock.now_ms()))
+        await self.controller.maybe_elect()
+        await self._refresh_brokers()
+        for name in await self.store.topic_names():
+            await self._sync_topic(name)
+        await self._ensure_offsets_topic()
+        from core.broker.consumers import ConsumerManager  # noqa: PLC0415  (cycle-free wiring)
+        from core.broker.group_backend import BrokerGroupBackend  # noqa: PLC0415
+
+        self.consumers = ConsumerManager(BrokerGroupBackend(self), config=self.config, clock=self.clock)
+        await self.consumers.start()
+        self._start_maintenance()
+        log.info("broker %d started (cluster %s, data dir %s)", self.broker_id, self.cluster_id, data_dir)
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        if self.consumers is not None:
+            await self.consumers.stop()
+        with contextlib.suppress(Exception):
+            await self.store.unregister_broker(self.broker_id)
+        if self.log_manager is not None:
+            lm, rm = self.log_manager, self.replica_manager
+            if rm is not None:
+                lm.checkpoint_high_watermarks(rm.high_watermarks())
+            await run_blocking(lm.close)
+        await self.store.close()
+
+    # --- metadata changes -> local replicas ---------------------------------------------
+
+    def _on_metadata_event(self, event: MetadataEvent) -> None:
+        if event.kind is EventKind.BROKERS_CHANGED:
+            asyncio.ensure_future(self._refresh_brokers())
+        elif event.topic is not None:
+            asyncio.ensure_future(self._sync_topic(event.topic))
+
+    async def _refresh_brokers(self) -> None:
+        regs = await self.store.live_brokers()
+        self.cache.set_brokers({r.broker_id: r for r in regs})
+
+    async def _sync_topic(self, name: str) -> TopicMetadata | None:
+        """Bring the cache and the local replicas of ``name`` in line with the store."""
+        lock = self._sync_locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            rm = self._rm
+            assignment = await self.store.get_topic(name)
+            if assignment is None:
+                self.cache.remove_topic(name)
+                for tp in [tp for tp in rm.partitions if tp.topic == name]:
+                    rm.stop_replica(tp, delete=True)
+                return None
+            configs = await self.store.get_topic_configs(name)
+            states = await self.store.get_partition_states(name)
+            log_config = LogConfig.from_overrides(configs, self.config.log_defaults)
+            meta = TopicMetadata(assignment, states, configs, log_config)
+            rm.update_config(name, log_config)
+            for p, replicas in assignment.partitions.items():
+                state = states.get(p)
+                if state is not None:
+                    rm.apply_partition_state(TopicPartition(name, p), state, replicas, log_config)
+            self.cache.put_topic(name, meta)
+            return meta
+
+    @property
+    def _rm(self) -> ReplicaManager:
+        assert self.replica_manager is not None, "broker not started"
+        return self.replica_manager
+
+    async def _ensure_offsets_topic(self) -> None:
+        if self.cache.topic(OFFSETS_TOPIC) is not None or not self.controller.is_active:
+            return
+        live = max(1, len(self.cache.brokers))
+        await self.create_topic(
+            OFFSETS_TOPIC, partitions=self.config["offsets.topic.num.partitions"],
+            replication_factor=min(self.config["offsets.topic.replication.factor"], live),
+            configs={"cleanup.policy": "compact", "compression.type": "producer",
+                     "segment.bytes": str(self.config["offsets.topic.segment.bytes"])},
+            _internal=True)
+
+    # --- topics -------------------------------------------------------------------------
+
+    async def list_topics(self) -> list[str]:
+        return sorted(self.cache.topics)
+
+    def topic_metadata(self, name: str) -> TopicMetadata:
+        meta = self.cache.topic(name)
+        if meta is None:
+            raise UnknownTopicError(f"Topic '{name}' not found.")
+        return meta
+
+    async def describe_topic(self, name: str) -> TopicInfo:
+        meta = self.topic_metadata(name)
+        parts = []
+        for p in sorted(meta.assignment.partitions):
+            st = meta.states.get(p)
+            parts.append(PartitionInfo(
+                p, st.leader if st else -1, st.leader_epoch if st else -1,
+                tuple(meta.assignment.partitions[p]), tuple(st.isr) if st else ()))
+        return TopicInfo(name, meta.assignment.topic_id, is_internal_topic(name), tuple(parts),
+                         dict(meta.configs))
+
+    async def create_topic(
+        self, name: str, *, partitions: int | None = None, replication_factor: int | None = None,
+        configs: Mapping[str, str] | None = None, validate_only: bool = False, _internal: bool = False,
+    ) -> TopicInfo:
+        if is_internal_topic(name) and not _internal:
+            from core.storage.errors import InvalidTopicError  # noqa: PLC0415
+
+            raise InvalidTopicError(f"Topic name '{name}' is reserved for internal use")
+        async with self._create_lock:
+            assignment = await self.controller.create_topic(
+                name, partitions=partitions or self.config["num.partitions"],
+                replication_factor=replication_factor or self.config["default.replication.factor"],
+                configs=configs, validate_only=validate_only)
+            if validate_only:
+                return TopicInfo(name, assignment.topic_id, is_internal_topic(name), tuple(
+                    PartitionInfo(p, r[0], 0, tuple(r), tuple(r))
+                    for p, r in sorted(assignment.partitions.items())), dict(configs or {}))
+            await self._sync_topic(name)
+            if self.consumers is not None:
+                self.consumers.on_topics_changed()
+        return await self.describe_topic(name)
+
+    async def delete_topic(self, name: str) -> None:
+        self.topic_metadata(name)
+        await self.controller.delete_topic(name)
+        await self._sync_topic(name)
+        if self.consumers is not None:
+            self.consumers.on_topics_changed()
+
+    async def create_partitions(self, name: str, total: int) -> TopicInfo:
+        await self.controller.create_partitions(name, total)
+        await self._sync_topic(name)
+        if self.consumers is not None:
+            self.consumers.on_topics_changed()
+        return await self.describe_topic(name)
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace the topic's overrides (validated) and apply them live."""
+        await self.controller.set_topic_configs(name, configs)
+        await self._sync_topic(name)
+
+    async def list_brokers(self) -> list[BrokerInfo]:
+        return [BrokerInfo(r.broker_id, r.host, r.port, r.rack)
+                for r in sorted(self.cache.brokers.values(), key=lambda r: r.broker_id)]
+
+    def _partition_of(self, topic: str, partition: int) -> TopicPartition:
+        meta = self.topic_metadata(topic)
+        if partition not in meta.assignment.partitions:
+            raise UnknownPartitionError(f"Partition {partition} of topic '{topic}' not found.")
+        return TopicPartition(topic, partition)
+
+    async def partition_offsets(self, topic: str, partition: int) -> PartitionOffsets:
+        tp = self._partition_of(topic, partition)
+        return self._rm.leader_partition(tp).offsets()
+
+    # --- data ---------------------------------------------------------------------------
+
+    async def _topic_for_produce(self, topic: str) -> TopicMetadata:
+        meta = self.cache.topic(topic)
+        if meta is not None:
+            return meta
+        if not self.config["auto.create.topics.enable"] or is_internal_topic(topic):
+            raise UnknownTopicError(f"Topic '{topic}' not found.")
+        from core.broker.errors import TopicAlreadyExistsError  # noqa: PLC0415
+
+        with contextlib.suppress(TopicAlreadyExistsError):
+            await self.create_topic(topic)
+        return self.topic_metadata(topic)
+
+    async def produce(
+        self, topic: str, records: Sequence[ProduceRecord], *, partition: int | None = None,
+        acks: int = 1, timeout_ms: int | None = None,
+    ) -> list[RecordResult]:
+        meta = await self._topic_for_produce(topic)
+        timeout = self.config["request.timeout.ms"] if timeout_ms is None else timeout_ms
+        return await produce_to_topic(
+            self._append, topic, meta, records, default_partition=partition, acks=acks,
+            timeout_ms=timeout, now_ms=self.clock.now_ms())
+
+    async def _append(self, tp: TopicPartition, data: bytearray, acks: int, timeout_ms: int):  # noqa: ANN202
+        return await self._rm.append(tp, data, acks=acks, timeout_ms=timeout_ms)
+
+    async def fetch_raw(self, topic: str, partition: int, offset: int, *, max_bytes: int,
+                        max_wait_ms: int = 0):  # noqa: ANN201
+        """Whole batches as bytes (for followers, range reads and the JSON fast path)."""
+        tp = self._partition_of(topic, partition)
+        return await self._rm.fetch(tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
+
+    async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,
+                    max_wait_ms: int = 0, min_bytes: int = 1) -> FetchResult:
+        data, p = await self.fetch_raw(topic, partition, offset, max_bytes=max_bytes,
+                                       max_wait_ms=max_wait_ms)
+        hw = p.high_watermark
+        records = decode_records(data.data, min_offset=offset, max_offset=hw) if data.data else []
+        next_offset = records[-1].offset + 1 if records else offset
+        if data.data and not records:  # compacted gap: skip past the batches read
+            next_offset = max(offset, min(data.high_offset, hw))
+        return FetchResult(topic, partition, hw, p.log.log_start_offset, records, next_offset)
+
+    async def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        tp = self._partition_of(topic, partition)
+        p = self._rm.leader_partition(tp)
+        if timestamp_ms == -1:
+            return p.high_watermark
+        if timestamp_ms == -2:
+            return p.log.log_start_offset
+        found = await run_blocking(p.log.offset_for_timestamp, timestamp_ms)
+        if found is None or found[0] >= p.high_watermark:
+            return None
+        return found[0]
+
+    # --- maintenance --------------------------------------------------------------------
+
+    def _start_maintenance(self) -> None:
+        c = self.config
+        lm = self.log_manager
+        assert lm is not None
+        rm = self._rm
+        jobs: list[tuple[int, Callable[[], Awaitable[object]]]] = [
+            (c["log.flush.scheduler.interval.ms"], lambda: run_blocking(lm.flush_dirty_logs, self.clock.now_ms())),
+            # Retention and compaction change a log's segment list, which appends also use:
+            # they run on the loop thread (retention is renames and unlinks; compaction
+            # touches compacted topics only) rather than racing appends from a worker.
+            (c["log.retention.check.interval.ms"],
+             lambda: _inline(lm.run_retention, self.clock.now_ms(), rm.high_watermarks())),
+            (c["replica.high.watermark.checkpoint.interval.ms"],
+             lambda: run_blocking(lm.checkpoint_high_watermarks, rm.high_watermarks())),
+            (c["log.flush.offset.checkpoint.interval.ms"],
+             lambda: run_blocking(lm.checkpoint_recovery_points)),
+        ]
+        if c["log.cleaner.enable"]:
+            jobs.append((c["log.cleaner.backoff.ms"],
+                         lambda: _inline(lm.run_cleaner, self.clock.now_ms(), rm.high_watermarks())))
+        for interval, job in jobs:
+            self._tasks.append(asyncio.create_task(self._every(interval, job)))
+
+    async def _every(self, interval_ms: int, job: Callable[[], Awaitable[object]]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await job()
+            except Exception:  # a failed round must not stop maintenance
+                log.exception("maintenance job failed")
+
+
+async def _inline(fn: Callable[..., object], *args: object) -> object:
+    return fn(*args)

@@ -1,0 +1,113 @@
+"""Broker configuration: Kafka's property names and defaults, declared once.
+
+``BROKER_PROPERTIES`` is the table (name, type, default, doc), like Kafka's ConfigDef.
+``BrokerConfig.from_properties`` turns a string map (properties file, environment, CLI
+flags, merged by ``app/settings.py``) into a frozen object handed to the broker. Log
+properties (``log.*``, ``message.max.bytes``, ``min.insync.replicas``, ...) are kept as
+strings in ``log_defaults`` and become topic defaults through
+``core.storage.config.LogConfig.from_overrides``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.storage.errors import InvalidConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class PropertyDef:
+    name: str
+    type: type
+    default: Any
+    doc: str
+
+
+def _p(name: str, typ: type, default: Any, doc: str) -> PropertyDef:
+    return PropertyDef(name, typ, default, doc)
+
+
+BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
+    _p("broker.id", int, 0, "id of this broker"),
+    _p("host", str, "127.0.0.1", "address the HTTP listener binds to"),
+    _p("port", int, 8082, "port of the HTTP listener"),
+    _p("advertised.host", str, "", "host used in base_uri and links (default: the request's)"),
+    _p("log.dirs", str, "./data", "data directory"),
+    _p("num.partitions", int, 1, "partitions of auto-created topics and of topics created without a count"),
+    _p("default.replication.factor", int, 1, "replication factor of auto-created topics"),
+    _p("auto.create.topics.enable", bool, True, "create a topic on first produce or subscribe"),
+    _p("delete.topic.enable", bool, True, "allow deleting topics"),
+    _p("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
+    _p("offsets.topic.replication.factor", int, 3, "replication factor of __consumer_offsets (capped at live brokers)"),
+    _p("offsets.topic.segment.bytes", int, 104857600, "segment size of __consumer_offsets"),
+    _p("offset.metadata.max.bytes", int, 4096, "max length of commit metadata"),
+    _p("offsets.commit.timeout.ms", int, 5000, "acks=all wait of an offset commit"),
+    _p("group.initial.rebalance.delay.ms", int, 0, "delay of the first rebalance of an empty group"),
+    _p("consumer.instance.timeout.ms", int, 300000, "idle expiry of a REST consumer instance"),
+    _p("consumer.request.timeout.ms", int, 1000, "default and max wait of a GET .../records"),
+    _p("consumer.request.max.bytes", int, 67108864, "cap on bytes per GET .../records"),
+    _p("max.request.size", int, 67108864, "largest accepted HTTP produce body"),
+    _p("replica.lag.time.max.ms", int, 30000, "time a follower may stay behind before leaving the ISR"),
+    _p("log.retention.check.interval.ms", int, 300000, "how often retention runs"),
+    _p("log.flush.scheduler.interval.ms", int, 1000, "how often the flush policy is checked"),
+    _p("log.flush.offset.checkpoint.interval.ms", int, 60000, "recovery-point checkpoint interval"),
+    _p("replica.high.watermark.checkpoint.interval.ms", int, 5000, "HW checkpoint interval"),
+    _p("log.cleaner.enable", bool, True, "run log compaction"),
+    _p("log.cleaner.backoff.ms", int, 15000, "sleep of the cleaner when nothing is dirty"),
+    _p("request.timeout.ms", int, 30000, "acks=all wait of a produce"),
+)
+
+_BY_NAME = {p.name: p for p in BROKER_PROPERTIES}
+
+# Broker properties that are topic defaults; handed to LogConfig as strings.
+LOG_DEFAULT_PREFIXES = ("log.", "message.", "min.insync.replicas", "unclean.leader.election.enable",
+                        "compression.type")
+
+
+def _parse(defn: PropertyDef, raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        if defn.type is bool:
+            if raw.strip().lower() not in ("true", "false"):
+                raise ValueError
+            return raw.strip().lower() == "true"
+        return defn.type(raw.strip())
+    except ValueError as exc:
+        raise InvalidConfigError(
+            f"Invalid value {raw!r} for configuration {defn.name}: expected {defn.type.__name__}"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The settings one broker runs with. Attribute names follow the Kafka property names."""
+
+    values: Mapping[str, Any]
+    log_defaults: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any] | None = None) -> BrokerConfig:
+        props = dict(props or {})
+        values = {p.name: p.default for p in BROKER_PROPERTIES}
+        log_defaults: dict[str, str] = {}
+        for key, raw in props.items():
+            if key in _BY_NAME:
+                values[key] = _parse(_BY_NAME[key], raw)
+            elif key.startswith(LOG_DEFAULT_PREFIXES) and key != "log.dirs":
+                log_defaults[key] = str(raw)
+        return cls(values, log_defaults)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @property
+    def broker_id(self) -> int:
+        return int(self.values["broker.id"])
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(str(self.values["log.dirs"]).split(",")[0])

@@ -1,0 +1,158 @@
+"""One partition's replica on this broker: its log, its role, the ISR and the HW.
+
+Lifecycle: created by the ReplicaManager when the metadata says this broker hosts a
+replica; ``make_leader`` / ``make_follower`` apply a (leader, leader_epoch, isr)
+decision whose epoch is newer than the one held. The leader tracks every follower's
+log end offset (its fetch offset) and last caught-up time; the high watermark is the
+minimum LEO over the ISR (never below the current HW) and is not advanced while the ISR
+is smaller than ``min.insync.replicas`` (Kafka 3.7+, KIP-966). Consumers see offsets
+below the HW only.
+
+Not thread-safe: all calls come from the event loop. Log writes happen inline (page
+cache); fsync is done elsewhere (LogManager flush, off the loop).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from core.broker.delayed import WaitSet
+from core.broker.errors import (
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+)
+from core.broker.types import PartitionOffsets, TopicPartition
+from core.clock import Clock
+from core.storage.config import LogConfig
+from core.storage.errors import OffsetOutOfRangeError
+from core.storage.log import AppendInfo, FetchData, PartitionLog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class FollowerState:
+    """What the leader knows about one follower replica (Kafka's ReplicaState)."""
+
+    log_end_offset: int = 0
+    last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = 0
+    last_fetch_ms: int = 0
+
+    def is_caught_up(self, leader_leo: int, now_ms: int, max_lag_ms: int) -> bool:
+        return self.log_end_offset >= leader_leo or now_ms - self.last_caught_up_ms <= max_lag_ms
+
+
+class Partition:
+    """A replica of ``tp`` hosted here; leader or follower."""
+
+    def __init__(
+        self, tp: TopicPartition, plog: PartitionLog, *, broker_id: int, clock: Clock,
+        high_watermark: int = 0,
+    ) -> None:
+        self.tp = tp
+        self.log = plog
+        self.broker_id = broker_id
+        self._clock = clock
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.followers: dict[int, FollowerState] = {}
+        self.high_watermark = min(max(high_watermark, plog.log_start_offset), plog.log_end_offset)
+        self.data_waiters = WaitSet()  # woken when the HW moves (new data for consumers)
+        self.leo_waiters = WaitSet()  # woken on every append (followers read up to LEO)
+
+    # --- role -------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    @property
+    def config(self) -> LogConfig:
+        return self.log.config
+
+    def make_leader(self, *, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...]) -> bool:
+        """Become leader for ``leader_epoch``; False if the epoch is not newer."""
+        if leader_epoch < self.leader_epoch:
+            return False
+        now = self._clock.now_ms()
+        was = (self.leader_id, self.leader_epoch, self.isr)
+        self.leader_id, self.leader_epoch = self.broker_id, leader_epoch
+        self.replicas, self.isr = replicas, isr
+        leo = self.log.log_end_offset
+        self.log.leader_epoch_cache.assign(leader_epoch, leo)
+        self.followers = {
+            r: FollowerState(last_caught_up_ms=now if r in isr else 0)
+            for r in replicas if r != self.broker_id
+        }
+        log.info("%s-%d: leader now (leader, epoch, isr) %s -> %s", *self.tp, was,
+                 (self.leader_id, leader_epoch, isr))
+        self.maybe_increment_high_watermark()
+        return True
+
+    def make_follower(self, *, leader: int, leader_epoch: int, isr: tuple[int, ...],
+                      replicas: tuple[int, ...]) -> bool:
+        if leader_epoch < self.leader_epoch:
+            return False
+        self.leader_id, self.leader_epoch = leader, leader_epoch
+        self.replicas, self.isr = replicas, isr
+        self.followers = {}
+        self.data_waiters.notify()
+        return True
+
+    # --- leader path ------------------------------------------------------------------
+
+    def append_as_leader(self, data: bytearray, *, required_acks: int) -> AppendInfo:
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.tp[0]}-{self.tp[1]}")
+        min_isr = self.config.min_insync_replicas
+        if required_acks == -1 and len(self.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"the in-sync replica set of {self.tp[0]}-{self.tp[1]} has {len(self.isr)} member(s), "
+                f"below min.insync.replicas={min_isr}"
+            )
+        info = self.log.append_as_leader(data, leader_epoch=self.leader_epoch)
+        self.leo_waiters.notify()
+        self.maybe_increment_high_watermark()
+        return info
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = min LEO over the ISR (leader included); moves forward only."""
+        if not self.is_leader:
+            return False
+        if len(self.isr) < self.config.min_insync_replicas and len(self.replicas) > 1:
+            return False
+        new_hw = self.log.log_end_offset
+        for r in self.isr:
+            if r != self.broker_id:
+                st = self.followers.get(r)
+                new_hw = min(new_hw, st.log_end_offset if st else 0)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            self.data_waiters.notify()
+            return True
+        return False
+
+    def read(self, offset: int, max_bytes: int, *, up_to_hw: bool = True) -> FetchData:
+        """Whole batches from ``offset``, below the HW (consumers) or the LEO (followers)."""
+        limit = self.high_watermark if up_to_hw else self.log.log_end_offset
+        if offset > limit or offset < self.log.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.tp[0]}-{self.tp[1]}: "
+                f"valid offsets are {self.log.log_start_offset}..{limit}"
+            )
+        if offset == limit:
+            return FetchData(b"", offset, offset)
+        return self.log.read(offset, max_bytes, max_offset=limit)
+
+    def offsets(self) -> PartitionOffsets:
+        return PartitionOffsets(
+            self.log.log_start_offset, self.high_watermark, self.log.log_end_offset
+        )
+
+    def truncate_to(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)

@@ -1,0 +1,221 @@
+"""Filter records out of a v2 batch and re-encode what is left (compaction's inner loop).
+
+This is Kafka's ``MemoryRecords.filterTo`` for one batch. A rewritten batch keeps:
+
+- its base offset and its original ``lastOffsetDelta`` (so the producer's last sequence
+  survives), partition leader epoch, producer id/epoch, base sequence, timestamp type,
+  transactional and control bits and its compression codec; only ``recordsCount``,
+  ``maxTimestamp``, the records section and the CRC change. Kept records keep their
+  offsets, so a compacted batch may have offset gaps and ``recordsCount`` below
+  ``lastOffsetDelta + 1``;
+- when it still holds tombstones and has no delete horizon yet (KIP-534): attribute
+  bit 6 set and ``baseTimestamp = now + delete.retention.ms``. Record timestamp deltas
+  are relative to ``baseTimestamp``, whatever it holds, so record timestamps survive.
+
+Tombstones of a batch whose horizon has passed (``now >= horizon``) are dropped, and so
+are records without a key. A batch with nothing left disappears unless it is the last
+batch of an active producer, which stays as an empty batch (61 header bytes, no
+records) so the producer's sequence numbers survive a reload. A batch from which
+nothing is removed and which needs no horizon is copied byte for byte.
+
+Record encoding (ZigZag varints, see ``core.storage.records``)::
+
+    length | attributes int8 (0) | timestampDelta | offsetDelta | keyLength | key |
+    valueLength | value | headersCount | (keyLength | key | valueLength | value)*
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from core.storage import codec
+from core.storage.batch import (
+    CODEC_MASK,
+    DELETE_HORIZON_BIT,
+    HEADER,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    BatchHeader,
+    compute_crc,
+)
+
+MAX_LONG = 2**63 - 1
+_CRC = struct.Struct(">I")
+
+IsLatest = Callable[[int, bytes], bool]
+"""``is_latest(offset, key)``: whether the record is the newest version of its key."""
+
+
+@dataclass(frozen=True, slots=True)
+class FilteredBatch:
+    """The outcome of filtering one batch.
+
+    ``data`` is the batch to write (``None``: drop it entirely); ``removed`` counts the
+    records dropped; ``max_timestamp`` / ``max_timestamp_offset`` describe ``data``.
+    """
+
+    data: bytes | None
+    removed: int
+    max_timestamp: int
+    max_timestamp_offset: int
+
+
+def filter_batch(
+    batch: bytes,
+    header: BatchHeader,
+    *,
+    is_latest: IsLatest,
+    now_ms: int,
+    delete_retention_ms: int,
+    retain_empty: bool,
+) -> FilteredBatch:
+    """Apply compaction's keep rules to ``batch`` (whole batch bytes, ``header`` parsed).
+
+    ``retain_empty``: keep an empty batch if every record goes (the batch is the last
+    one of an active producer). Control batches are copied unchanged.
+    """
+    unchanged = FilteredBatch(batch, 0, header.max_timestamp, header.last_offset)
+    if header.is_control:
+        return unchanged
+    retain_tombstones = not header.has_delete_horizon or now_ms < header.base_timestamp
+    kept: list[codec.RecordTuple] = []
+    removed = 0
+    has_tombstone = False
+    for rec in codec.iter_batch_records(batch):
+        offset, _ts, _tt, key, value, _headers = rec
+        if key is None or not is_latest(offset, key):
+            removed += 1
+        elif value is None and not retain_tombstones:
+            removed += 1
+        else:
+            kept.append(rec)
+            has_tombstone = has_tombstone or value is None
+    set_horizon = has_tombstone and not header.has_delete_horizon
+    if removed == 0 and not set_horizon:
+        return unchanged
+    if not kept:
+        if not retain_empty:
+            return FilteredBatch(None, removed, -1, -1)
+        return FilteredBatch(empty_batch(header), removed, header.max_timestamp, header.last_offset)
+    horizon = min(now_ms + max(delete_retention_ms, 0), MAX_LONG) if set_horizon else None
+    data, max_ts = encode_batch(header, kept, delete_horizon_ms=horizon)
+    return FilteredBatch(data, removed, max_ts, header.last_offset)
+
+
+def encode_batch(
+    header: BatchHeader,
+    records: list[codec.RecordTuple],
+    *,
+    delete_horizon_ms: int | None = None,
+) -> tuple[bytes, int]:
+    """Re-encode ``records`` (non-empty) under ``header``'s fields; returns the batch
+    bytes and its maxTimestamp.
+
+    ``delete_horizon_ms`` sets attribute bit 6 and stores the horizon in baseTimestamp;
+    otherwise the original baseTimestamp (which may already be a horizon) is kept.
+    """
+    attributes = header.attributes
+    base_ts = header.base_timestamp
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_BIT
+        base_ts = delete_horizon_ms
+    log_append = header.timestamp_type == LOG_APPEND_TIME
+    body = bytearray()
+    max_ts = -1
+    for offset, ts, _tt, key, value, headers in records:
+        # Under LogAppendTime readers report the batch maxTimestamp for every record,
+        # and the decoder hands us that value, so the delta carries no information.
+        _encode_record(body, offset - header.base_offset, ts - base_ts, key, value, headers)
+        max_ts = max(max_ts, ts)
+    if log_append:
+        max_ts = header.max_timestamp
+    payload = codec.compress(attributes & CODEC_MASK, bytes(body))
+    size = HEADER_SIZE + len(payload)
+    buf = bytearray(size)
+    HEADER.pack_into(
+        buf,
+        0,
+        header.base_offset,
+        size - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        2,
+        0,  # CRC, filled in below
+        attributes,
+        header.last_offset_delta,
+        base_ts,
+        max_ts,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(records),
+    )
+    buf[HEADER_SIZE:] = payload
+    _CRC.pack_into(buf, 17, compute_crc(buf, 0, size))
+    return bytes(buf), max_ts
+
+
+def empty_batch(header: BatchHeader) -> bytes:
+    """A record-less batch with ``header``'s offsets and producer fields (Kafka's
+    ``writeEmptyHeader``): uncompressed, no delete horizon, timestamps = maxTimestamp."""
+    attributes = header.attributes & ~(CODEC_MASK | DELETE_HORIZON_BIT)
+    buf = bytearray(HEADER_SIZE)
+    HEADER.pack_into(
+        buf,
+        0,
+        header.base_offset,
+        HEADER_SIZE - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        header.last_offset_delta,
+        header.max_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        0,
+    )
+    _CRC.pack_into(buf, 17, compute_crc(buf, 0, HEADER_SIZE))
+    return bytes(buf)
+
+
+def _encode_record(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]],
+) -> None:
+    body = bytearray(b"\x00")  # record attributes: unused, always 0
+    _zigzag(body, timestamp_delta)
+    _zigzag(body, offset_delta)
+    _bytes_field(body, key)
+    _bytes_field(body, value)
+    _zigzag(body, len(headers))
+    for name, hvalue in headers:
+        _bytes_field(body, name.encode("utf-8"))
+        _bytes_field(body, hvalue)
+    _zigzag(out, len(body))
+    out += body
+
+
+def _bytes_field(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        out.append(0x01)  # ZigZag(-1)
+        return
+    _zigzag(out, len(data))
+    out += data
+
+
+def _zigzag(out: bytearray, n: int) -> None:
+    """Append ``n`` as a ZigZag LEB128 varlong (covers varints too)."""
+    v = (n << 1) ^ (n >> 63)
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
