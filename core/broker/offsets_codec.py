@@ -326,15 +326,18 @@ class _Reader:
 
     def _length(self, *, wide: bool) -> int | None:
         """A length prefix; None = null. Negative lengths other than null are corrupt."""
-        if self.flexible:
-            length = self.uvarint() - 1
-        else:
-            length = self.int32() if wide else self.int16()
+        length = self._compact_length() if self.flexible else self._classic_length(wide=wide)
         if length == -1:
             return None
         if length < 0:
             raise self.corrupt(f"negative length {length}")
         return length
+
+    def _compact_length(self) -> int:
+        return self.uvarint() - 1
+
+    def _classic_length(self, *, wide: bool) -> int:
+        return self.int32() if wide else self.int16()
 
     def nullable_string(self) -> str | None:
         length = self._length(wide=False)

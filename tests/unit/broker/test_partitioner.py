@@ -91,7 +91,14 @@ def test_murmur2_is_a_signed_32_bit_int(data: bytes) -> None:
 
 @pytest.mark.parametrize(
     ("n", "expected"),
-    [(0, 0), (5, 5), (-1, 0x7FFFFFFF), (-(2**31), 0), (2**31 - 1, 2**31 - 1), (-973932308, 1173551340)],
+    [
+        (0, 0),
+        (5, 5),
+        (-1, 0x7FFFFFFF),
+        (-(2**31), 0),
+        (2**31 - 1, 2**31 - 1),
+        (-973932308, 1173551340),
+    ],
 )
 def test_to_positive_clears_the_sign_bit(n: int, expected: int) -> None:
     assert to_positive(n) == expected

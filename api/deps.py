@@ -1,0 +1,21 @@
+"""Access to the services the app was built with (``create_app`` puts them on app.state)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import Request
+
+if TYPE_CHECKING:
+    from core.broker.broker import Broker
+    from core.broker.consumers import ConsumerManager
+
+
+def broker_of(request: Request) -> Broker:
+    broker: Broker = request.app.state.broker
+    return broker
+
+
+def consumers_of(request: Request) -> ConsumerManager:
+    manager: ConsumerManager = request.app.state.broker.consumers
+    return manager

@@ -1,0 +1,35 @@
+"""v2 ``GET /brokers`` and the root liveness routes."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from api.deps import broker_of
+from api.openapi import ok
+from api.responses import check_accept, v2_json
+
+router = APIRouter(tags=["v2 brokers"], dependencies=[Depends(check_accept)])
+
+_EMPTY = {200: {"description": "Always `{}`", "content": {
+    "application/vnd.kafka.v2+json": {"schema": {"type": "object"}, "example": {}}}}}
+
+
+@router.get("/", summary="Liveness: answers {}", responses=_EMPTY)
+async def root(request: Request) -> Response:
+    return v2_json(request, {})
+
+
+@router.post("/", summary="Liveness: answers {}", responses=_EMPTY)
+async def root_post(request: Request) -> Response:
+    return v2_json(request, {})
+
+
+@router.get(
+    "/brokers",
+    summary="List broker ids",
+    responses=ok("BrokersOut", {"brokers": [0, 1, 2]}),
+)
+async def list_brokers(request: Request) -> Response:
+    brokers = await broker_of(request).list_brokers()
+    return v2_json(request, {"brokers": [b.broker_id for b in brokers]})

@@ -1,0 +1,172 @@
+"""v2 produce: ``POST /topics/{topic}`` and ``POST /topics/{topic}/partitions/{partition}``.
+
+The Content-Type picks the embedded format (``api.content_types``): binary and json are
+served; avro, jsonschema and protobuf are 422 / 42206 (no Schema Registry). The answer
+is always one ``offsets`` entry per input record, in order, HTTP 200 even when some
+records failed (Confluent). Failed entries have null ``partition``/``offset`` and the
+``error_code`` of the error's row in ``api.errors.ERROR_TABLE`` (413 record too large,
+40402 unknown partition, 50003 retriable Kafka error, 50002 other Kafka error).
+
+franz extensions (query parameters):
+- ``acks`` = ``0`` | ``1`` | ``all`` (or ``-1``); default ``1``.
+- ``strict=true``: if any record failed, the HTTP status is that of the first failure
+  and the body also carries its ``error_code`` and ``message`` beside ``offsets``.
+Records may also carry ``headers`` and ``timestamp`` (see ``api.v2.schemas``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import Response
+
+from api.content_types import EmbeddedFormat, produce_format, require_supported
+from api.deps import broker_of
+from api.errors import V2_MEDIA, ApiError, ErrorCode, message_for, spec_for
+from api.openapi import errors, ok, ref
+from api.responses import check_accept
+from api.v2.body import empty_body_error, parse
+from api.v2.embedded import produce_records
+from api.v2.schemas import BINARY_PRODUCE, JSON_PRODUCE
+from core.broker.types import RecordResult
+
+router = APIRouter(tags=["v2 produce"], dependencies=[Depends(check_accept)])
+
+_ACKS = {"0": 0, "1": 1, "-1": -1, "all": -1}
+
+AcksParam = Annotated[
+    str | None,
+    Query(description="franz extension: `0`, `1` (default) or `all`", examples=["all"]),
+]
+StrictParam = Annotated[
+    bool,
+    Query(description="franz extension: answer with the first failed record's HTTP status"),
+]
+
+_BINARY_EXAMPLE = {"records": [{"key": "a2V5", "value": "Y29uZmx1ZW50"}, {"value": "a2Fma2E="}]}
+_JSON_EXAMPLE = {"records": [{"key": "user-1", "value": {"clicks": 3}}, {"value": [1, 2, 3]}]}
+_RESPONSE_EXAMPLE = {
+    "offsets": [
+        {"partition": 0, "offset": 42, "error_code": None, "error": None},
+        {"partition": None, "offset": None, "error_code": 413,
+         "error": "The record is about 1048700 bytes, larger than max.message.bytes"},
+    ],
+    "key_schema_id": None,
+    "value_schema_id": None,
+}
+
+_OPENAPI_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "Embedded format by Content-Type; `application/json` means json.",
+        "content": {
+            "application/vnd.kafka.binary.v2+json": {
+                "schema": ref("BinaryProduceRequest"), "example": _BINARY_EXAMPLE},
+            "application/vnd.kafka.json.v2+json": {
+                "schema": ref("JsonProduceRequest"), "example": _JSON_EXAMPLE},
+            "application/json": {"schema": ref("JsonProduceRequest"), "example": _JSON_EXAMPLE},
+        },
+    }
+}
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ok("ProduceResponse", _RESPONSE_EXAMPLE),
+    **errors(400, 404, 413, 415, 422, 500),
+}
+
+
+def parse_acks(raw: str | None) -> int:
+    if raw is None:
+        return 1
+    acks = _ACKS.get(raw.strip().lower())
+    if acks is None:
+        raise ApiError(400, ErrorCode.BAD_REQUEST, f"Invalid query parameter acks: {raw!r} "
+                       "is not one of 0, 1, all")
+    return acks
+
+
+def produce_body(results: Sequence[RecordResult], *, strict: bool) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, response body) for the broker's per-record results."""
+    offsets: list[dict[str, Any]] = []
+    first_failure: tuple[int, int, str] | None = None
+    for r in results:
+        if r.error is None:
+            offsets.append({"partition": r.partition, "offset": r.offset,
+                            "error_code": None, "error": None})
+            continue
+        spec = spec_for(r.error)
+        message = message_for(r.error, spec)
+        offsets.append({"partition": None, "offset": None,
+                        "error_code": int(spec.code), "error": message})
+        if first_failure is None:
+            first_failure = (spec.status, int(spec.code), message)
+    body: dict[str, Any] = {"offsets": offsets, "key_schema_id": None, "value_schema_id": None}
+    if strict and first_failure is not None:
+        status, code, message = first_failure
+        body["error_code"] = code
+        body["message"] = message
+        return status, body
+    return 200, body
+
+
+async def _read_body(request: Request) -> bytes:
+    limit = int(broker_of(request).config["max.request.size"])
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, ErrorCode.PAYLOAD_TOO_LARGE,
+                       f"Request body of {declared} bytes exceeds max.request.size={limit}")
+    body = await request.body()
+    if len(body) > limit:
+        raise ApiError(413, ErrorCode.PAYLOAD_TOO_LARGE,
+                       f"Request body of {len(body)} bytes exceeds max.request.size={limit}")
+    if not body.strip():
+        raise empty_body_error()
+    return body
+
+
+async def produce(
+    request: Request, topic: str, partition: int | None, *, acks: str | None, strict: bool
+) -> Response:
+    fmt = produce_format(request.headers.get("content-type"))
+    require_supported(fmt)
+    adapter = BINARY_PRODUCE if fmt is EmbeddedFormat.BINARY else JSON_PRODUCE
+    req = parse(adapter, await _read_body(request))  # type: ignore[arg-type]
+    records = produce_records(fmt, req["records"])
+    results = await broker_of(request).produce(
+        topic, records, partition=partition, acks=parse_acks(acks)
+    )
+    status, body = produce_body(results, strict=strict)
+    return Response(orjson.dumps(body), status_code=status, media_type=V2_MEDIA)
+
+
+@router.post(
+    "/topics/{topic}",
+    summary="Produce records to a topic",
+    description="Partition per record: its `partition`, else the key's hash, else "
+    "round-robin per request.",
+    openapi_extra=_OPENAPI_BODY,
+    responses=_RESPONSES,
+)
+async def produce_to_topic(
+    topic: str, request: Request, acks: AcksParam = None, strict: StrictParam = False
+) -> Response:
+    return await produce(request, topic, None, acks=acks, strict=strict)
+
+
+@router.post(
+    "/topics/{topic}/partitions/{partition}",
+    summary="Produce records to one partition",
+    description="A record's own `partition` field, when given, wins over the path.",
+    openapi_extra=_OPENAPI_BODY,
+    responses=_RESPONSES,
+)
+async def produce_to_partition(
+    topic: str,
+    partition: int,
+    request: Request,
+    acks: AcksParam = None,
+    strict: StrictParam = False,
+) -> Response:
+    return await produce(request, topic, partition, acks=acks, strict=strict)

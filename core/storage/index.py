@@ -1,0 +1,339 @@
+"""Sparse offset and time indexes of one segment, memory-mapped like Kafka's.
+
+Byte layouts (big-endian, fixed width, no header, no checksum)::
+
+    <base>.index      OffsetIndex, 8-byte entries
+        0  relativeOffset  int32   offset - segment base offset
+        4  position        int32   byte position of a batch in <base>.log
+
+    <base>.timeindex  TimeIndex, 12-byte entries
+        0  timestamp       int64   largest record timestamp in the segment up to ...
+        8  relativeOffset  int32   ... this offset (the batch that first reached it)
+
+Life of an index file: it is created **preallocated** to ``segment.index.bytes``
+rounded down to a multiple of the entry size, memory-mapped, filled from the front,
+and **trimmed to the used size** when its segment is rolled or closed. On open the
+entry count is ``file length / entry size``, so a file a crash left untrimmed looks
+like a run of zero entries: :meth:`sanity_check` rejects that (zeros are not
+increasing), and recovery rebuilds every index from the log anyway. Entries only grow:
+relative offsets strictly increase in both indexes, and time-index timestamps strictly
+increase. Lookups binary-search for the largest entry <= the target, probing the last
+8 KiB of entries first (tail reads keep hitting the same pages).
+"""
+
+from __future__ import annotations
+
+import mmap
+import operator
+import os
+import struct
+import sys
+from array import array
+from collections.abc import Callable
+from itertools import islice
+from pathlib import Path
+
+from core.storage.errors import CorruptIndexError, NonMonotonicAppendError
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_WARM_BYTES = 8192
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+class _MappedIndex:
+    """Shared machinery: the mmap'd file, entry count, binary search, resize and trim.
+
+    Lifecycle: created by its ``LogSegment`` (which opens, resizes, truncates and closes
+    it); ``close`` trims the file and releases the mapping. Not thread-safe: the owning
+    segment's owner serialises access.
+    """
+
+    ENTRY_SIZE = 0
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self._mm: mmap.mmap | None = None
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            length = os.fstat(fd).st_size
+            if length == 0 and max_index_size >= self.ENTRY_SIZE:
+                # newly created (or trimmed empty): preallocate, Kafka's behaviour
+                length = self._round(max_index_size)
+                os.ftruncate(fd, length)
+                entries = 0
+            else:
+                entries = length // self.ENTRY_SIZE
+            self._length = length
+            self._mm = mmap.mmap(fd, length) if length else None
+        finally:
+            os.close(fd)
+        self._entries = entries
+        self._max_entries = length // self.ENTRY_SIZE
+
+    # --- sizes -----------------------------------------------------------------------
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
+
+    @property
+    def file_length(self) -> int:
+        return self._length
+
+    @property
+    def valid_bytes(self) -> int:
+        return self._entries * self.ENTRY_SIZE
+
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries
+
+    def _round(self, size: int) -> int:
+        return size // self.ENTRY_SIZE * self.ENTRY_SIZE
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length to ``new_size`` rounded down to whole entries (never below
+        the used entries) and remap it. Returns whether the length changed."""
+        rounded = max(self._round(new_size), self.valid_bytes)
+        if rounded == self._length:
+            return False
+        self._unmap()
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, rounded)
+            self._mm = mmap.mmap(fd, rounded) if rounded else None
+        finally:
+            os.close(fd)
+        self._length = rounded
+        self._max_entries = rounded // self.ENTRY_SIZE
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(self.valid_bytes)
+
+    def reset(self) -> None:
+        """Drop every entry and grow back to the maximum size (before a rebuild)."""
+        self._entries = 0
+        self.resize(self.max_index_size)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._entries = min(self._entries, max(0, entries))
+
+    # --- file handling ---------------------------------------------------------------
+
+    def flush(self) -> None:
+        if self._mm is not None:
+            self._mm.flush()
+
+    def close(self, *, trim: bool = True) -> None:
+        if trim and self._mm is not None:
+            self.trim_to_valid_size()
+        self._unmap()
+
+    def delete(self) -> None:
+        self._unmap()
+        self.path.unlink(missing_ok=True)
+
+    def rename_to(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def _unmap(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+
+    # --- search ----------------------------------------------------------------------
+
+    def _key(self, slot: int) -> int:
+        raise NotImplementedError
+
+    def _largest_lower_bound(self, target: int, key: Callable[[int], int] | None = None) -> int:
+        """Slot of the largest entry whose key <= target, or -1 (keys must not decrease)."""
+        n = self._entries
+        keyf = self._key if key is None else key
+        if n == 0 or keyf(0) > target:
+            return -1
+        warm_first = max(0, n - _WARM_BYTES // self.ENTRY_SIZE)
+        lo, hi = (warm_first, n - 1) if keyf(warm_first) <= target else (0, warm_first - 1)
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if keyf(mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _require_mapped(self) -> mmap.mmap:
+        if self._mm is None:
+            raise ValueError(f"index {self.path} is closed or has no room")
+        return self._mm
+
+    def _check_length(self) -> None:
+        if self._length % self.ENTRY_SIZE:
+            raise CorruptIndexError(
+                f"index file {self.path} has length {self._length}, "
+                f"not a multiple of the entry size {self.ENTRY_SIZE}"
+            )
+
+
+def _strictly_increasing(values: array | list[int]) -> bool:
+    return all(map(operator.lt, values, islice(values, 1, None)))
+
+
+def _non_decreasing(values: array | list[int]) -> bool:
+    return all(map(operator.le, values, islice(values, 1, None)))
+
+
+class OffsetIndex(_MappedIndex):
+    """``<base>.index``: sparse map offset -> byte position of the batch holding it.
+
+    An entry ``(O, P)`` says the batch starting at position ``P`` of the ``.log`` has
+    last offset ``O``. Lifecycle and thread-safety: see ``_MappedIndex``.
+    """
+
+    ENTRY_SIZE = 8
+
+    def entry(self, slot: int) -> tuple[int, int]:
+        """``(absolute offset, position)`` of entry ``slot``."""
+        rel, pos = _OFFSET_ENTRY.unpack_from(self._require_mapped(), slot * 8)
+        return self.base_offset + rel, pos
+
+    def _key(self, slot: int) -> int:
+        return self.base_offset + _INT32.unpack_from(self._mm, slot * 8)[0]  # type: ignore[arg-type]
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last entry, or the base offset when empty."""
+        return self.entry(self._entries - 1)[0] if self._entries else self.base_offset
+
+    def last_entry(self) -> tuple[int, int]:
+        return self.entry(self._entries - 1) if self._entries else (self.base_offset, 0)
+
+    def append(self, offset: int, position: int) -> None:
+        """Add ``(offset, position)``; offsets must strictly increase."""
+        if self._entries and offset <= self.last_offset:
+            raise NonMonotonicAppendError(
+                f"attempt to append offset {offset} at position {position} to {self.path}, "
+                f"no larger than its last offset {self.last_offset}"
+            )
+        rel = offset - self.base_offset
+        if not 0 <= rel <= MAX_RELATIVE_OFFSET:
+            raise ValueError(f"offset {offset} does not fit index {self.path} (base {self.base_offset})")
+        if self.is_full():
+            raise ValueError(f"attempt to append to a full index {self.path} ({self._entries} entries)")
+        _OFFSET_ENTRY.pack_into(self._require_mapped(), self._entries * 8, rel, position)
+        self._entries += 1
+
+    def lookup(self, target: int) -> tuple[int, int]:
+        """Largest ``(offset, position)`` entry with offset <= target, else (base, 0)."""
+        slot = self._largest_lower_bound(target)
+        return (self.base_offset, 0) if slot < 0 else self.entry(slot)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        slot = self._largest_lower_bound(offset)
+        if slot < 0:
+            self._truncate_to_entries(0)
+        else:
+            self._truncate_to_entries(slot if self._key(slot) == offset else slot + 1)
+
+    def sanity_check(self) -> None:
+        """CorruptIndexError unless the file is whole entries with increasing offsets
+        and positions, all at or above the base offset."""
+        self._check_length()
+        if not self._entries:
+            return
+        ints = array("i")
+        ints.frombytes(self._require_mapped()[: self.valid_bytes])
+        if sys.byteorder == "little":
+            ints.byteswap()
+        rel, pos = ints[0::2], ints[1::2]
+        if rel[0] < 0 or not _strictly_increasing(rel):
+            raise CorruptIndexError(f"offset index {self.path} has offsets that do not increase")
+        if pos[0] < 0 or not _strictly_increasing(pos):
+            raise CorruptIndexError(f"offset index {self.path} has positions that do not increase")
+
+
+class TimeIndex(_MappedIndex):
+    """``<base>.timeindex``: sparse map max-timestamp-so-far -> offset.
+
+    An entry ``(T, O)`` says the largest timestamp in the segment up to offset ``O`` is
+    ``T``. Only strictly increasing timestamps are written. One slot is kept free for
+    the final entry forced when the segment is rolled or closed, so ``is_full`` is true
+    one entry early (Kafka). Lifecycle and thread-safety: see ``_MappedIndex``.
+    """
+
+    ENTRY_SIZE = 12
+
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries - 1
+
+    def entry(self, slot: int) -> tuple[int, int]:
+        """``(timestamp, absolute offset)`` of entry ``slot``."""
+        ts, rel = _TIME_ENTRY.unpack_from(self._require_mapped(), slot * 12)
+        return ts, self.base_offset + rel
+
+    def _key(self, slot: int) -> int:
+        return _INT64.unpack_from(self._mm, slot * 12)[0]  # type: ignore[arg-type,no-any-return]
+
+    def _offset_key(self, slot: int) -> int:
+        return self.base_offset + _INT32.unpack_from(self._mm, slot * 12 + 8)[0]  # type: ignore[arg-type]
+
+    def last_entry(self) -> tuple[int, int]:
+        """The last ``(timestamp, offset)``, or ``(-1, base offset)`` when empty."""
+        return self.entry(self._entries - 1) if self._entries else (-1, self.base_offset)
+
+    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
+        """Add ``(timestamp, offset)`` if ``timestamp`` is above the last entry's."""
+        if not skip_full_check and self.is_full():
+            raise ValueError(f"attempt to append to a full time index {self.path}")
+        last_ts, last_off = self.last_entry()
+        if timestamp <= last_ts:
+            return
+        if self._entries and offset < last_off:
+            raise NonMonotonicAppendError(
+                f"attempt to append offset {offset} to time index {self.path}, "
+                f"below its last offset {last_off}"
+            )
+        rel = offset - self.base_offset
+        if not 0 <= rel <= MAX_RELATIVE_OFFSET:
+            raise ValueError(f"offset {offset} does not fit index {self.path} (base {self.base_offset})")
+        if self._entries >= self._max_entries:  # the forced final entry of a trimmed file
+            self.resize(self._length + self.ENTRY_SIZE)
+        _TIME_ENTRY.pack_into(self._require_mapped(), self._entries * 12, timestamp, rel)
+        self._entries += 1
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """Largest ``(timestamp, offset)`` entry with timestamp <= target, else (-1, base)."""
+        slot = self._largest_lower_bound(timestamp)
+        return (-1, self.base_offset) if slot < 0 else self.entry(slot)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        slot = self._largest_lower_bound(offset, self._offset_key)
+        while slot >= 0 and self._offset_key(slot) >= offset:
+            slot -= 1
+        self._truncate_to_entries(slot + 1)
+
+    def sanity_check(self) -> None:
+        """CorruptIndexError unless the file is whole entries with strictly increasing
+        timestamps and non-decreasing offsets at or above the base offset."""
+        self._check_length()
+        if not self._entries:
+            return
+        rows = list(_TIME_ENTRY.iter_unpack(self._require_mapped()[: self.valid_bytes]))
+        stamps = [ts for ts, _ in rows]
+        rels = [rel for _, rel in rows]
+        if not _strictly_increasing(stamps):
+            raise CorruptIndexError(f"time index {self.path} has timestamps that do not increase")
+        if rels[0] < 0 or not _non_decreasing(rels):
+            raise CorruptIndexError(f"time index {self.path} has offsets that decrease")

@@ -1,0 +1,525 @@
+"""One log segment: ``<base>.log`` with its ``.index`` and ``.timeindex``.
+
+File names are the base offset as 20 zero-padded digits plus the extension, plus a
+transient suffix while compaction or deletion is under way (``.cleaned``, ``.swap``,
+``.deleted``), e.g. ``00000000000000368769.log.swap``. The ``.log`` holds v2 record
+batches back to back, exactly as they travel on the wire (``core.storage.batch``).
+
+Index entries follow Kafka's rule: keep the bytes written since the last entry; when
+that count *exceeds* ``index.interval.bytes`` before an append, add an offset-index
+entry for the append's last offset at the position where it starts, and a time-index
+entry with the segment's running max timestamp, then reset the count. Appends that
+pass their batches (``batches=``) apply the rule per batch, as Kafka 3.8+ and recovery
+do; other appends apply it once for the whole data.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from core.clock import Clock
+from core.storage.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    is_crc_valid,
+    parse_header,
+)
+from core.storage.errors import CorruptIndexError, CorruptRecordError, KafkaStorageError
+from core.storage.index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
+from core.storage.records import decode_batch
+
+if TYPE_CHECKING:
+    from core.storage.config import LogConfig
+
+log = logging.getLogger(__name__)
+
+LOG_EXT = ".log"
+INDEX_EXT = ".index"
+TIME_INDEX_EXT = ".timeindex"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+_SCAN_CHUNK = 16 * 1024
+_RECOVERY_CHUNK = 1024 * 1024
+_FRAME = struct.Struct(">qi")  # baseOffset, batchLength
+_INT32 = struct.Struct(">i")
+
+BatchSpan = tuple[int, int, int, int]
+"""One batch of an append: ``(position in the data, size, last offset, max timestamp)``."""
+
+
+def segment_file_name(base_offset: int, ext: str, suffix: str = "") -> str:
+    return f"{base_offset:020d}{ext}{suffix}"
+
+
+class EpochSink(Protocol):
+    """Where recovery reports leader epochs (``LeaderEpochCache`` satisfies it)."""
+
+    @property
+    def latest_epoch(self) -> int: ...
+
+    def assign(self, epoch: int, start_offset: int, *, flush: bool = True) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSlice:
+    """Whole batches read from a segment: ``data`` starts at ``position`` with the batch
+    whose base offset is ``first_offset``; ``next_offset`` follows the last batch. Empty
+    ``data`` means a batch exists but the limits allowed none of it."""
+
+    position: int
+    data: bytes
+    first_offset: int
+    next_offset: int
+
+
+class LogSegment:
+    """A ``.log`` file and its two indexes, sharing one base offset.
+
+    Lifecycle: ``LogSegment.open`` creates or opens the files (an index file that was
+    missing is created preallocated and ``indexes_missing`` is set so the loader rebuilds
+    it). The owning ``PartitionLog`` appends to the active (last) segment only, calls
+    ``on_become_inactive`` when it rolls, and ``close`` or ``delete`` at the end. The
+    ``.log`` stays open (one fd) for the segment's life: appends ``write`` to it
+    (``O_APPEND``) and reads ``pread`` it, so hot tail reads come from the page cache.
+
+    Not thread-safe: the partition's owner serialises all calls.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        clock: Clock,
+        suffix: str = "",
+        roll_jitter_ms: int = 0,
+    ) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.suffix = suffix
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self._clock = clock
+        self.created_ms = clock.now_ms()
+        missing = not self._path(INDEX_EXT).exists() or not self._path(TIME_INDEX_EXT).exists()
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self.size = os.fstat(self._fd).st_size
+            self.offset_index = OffsetIndex(self._path(INDEX_EXT), base_offset, max_index_bytes)
+            self.time_index = TimeIndex(self._path(TIME_INDEX_EXT), base_offset, max_index_bytes)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self.indexes_missing = missing and self.size > 0
+        self._bytes_since_last_index_entry = 0
+        self._next_offset: int | None = None if self.size else base_offset
+        self.max_timestamp = -1
+        self.max_timestamp_offset = base_offset
+        if self.time_index.entries:
+            self.max_timestamp, self.max_timestamp_offset = self.time_index.last_entry()
+        self.first_batch_timestamp: int | None = self._read_first_batch_timestamp()
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        clock: Clock,
+        suffix: str = "",
+        roll_jitter_ms: int = 0,
+    ) -> LogSegment:
+        """Open (or create) the segment ``<base_offset>.log<suffix>`` in ``directory``.
+        The compactor creates its output with ``suffix=CLEANED_SUFFIX``."""
+        return cls(
+            directory,
+            base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_bytes=config.segment_index_bytes,
+            clock=clock,
+            suffix=suffix,
+            roll_jitter_ms=roll_jitter_ms,
+        )
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, size={self.size})"
+
+    # --- paths ---------------------------------------------------------------------
+
+    def _path(self, ext: str, suffix: str | None = None) -> Path:
+        sfx = self.suffix if suffix is None else suffix
+        return self.dir / segment_file_name(self.base_offset, ext, sfx)
+
+    @property
+    def log_path(self) -> Path:
+        return self._path(LOG_EXT)
+
+    def rename_suffix(self, old: str, new: str) -> None:
+        """Rename all three files from suffix ``old`` to ``new`` (fds and maps stay valid)."""
+        if old != self.suffix:
+            raise ValueError(f"{self.log_path} does not have suffix {old!r}")
+        os.replace(self._path(LOG_EXT), self._path(LOG_EXT, new))
+        self.offset_index.rename_to(self._path(INDEX_EXT, new))
+        self.time_index.rename_to(self._path(TIME_INDEX_EXT, new))
+        self.suffix = new
+
+    # --- appending -----------------------------------------------------------------
+
+    def append(
+        self,
+        data: bytes | bytearray | memoryview,
+        *,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        max_timestamp_offset: int,
+        batches: Sequence[BatchSpan] | None = None,
+    ) -> None:
+        """Write whole batches covering ``[first_offset, last_offset]`` at the end."""
+        if not len(data):
+            return
+        if first_offset < self.base_offset or last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            raise ValueError(
+                f"offsets [{first_offset}, {last_offset}] do not fit segment {self.log_path}"
+            )
+        position = self.size
+        if position == 0:
+            self.first_batch_timestamp = max_timestamp
+        self._write(data)
+        if batches is None:
+            batches = ((0, len(data), last_offset, max_timestamp),)
+            if max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.max_timestamp_offset = max_timestamp, max_timestamp_offset
+        for rel_pos, size, batch_last, batch_max_ts in batches:
+            if batch_max_ts > self.max_timestamp:
+                self.max_timestamp, self.max_timestamp_offset = batch_max_ts, batch_last
+            self._maybe_index(batch_last, position + rel_pos)
+            self._bytes_since_last_index_entry += size
+        self.size = position + len(data)
+        self._next_offset = last_offset + 1
+
+    def _maybe_index(self, last_offset: int, position: int) -> None:
+        if self._bytes_since_last_index_entry <= self.index_interval_bytes:
+            return
+        if not self.offset_index.is_full():
+            self.offset_index.append(last_offset, position)
+        if not self.time_index.is_full():
+            self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset)
+        self._bytes_since_last_index_entry = 0
+
+    def _write(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(self._fd, view[written:])
+        except OSError as exc:
+            try:  # do not leave half a batch behind
+                os.ftruncate(self._fd, self.size)
+            except OSError:
+                log.exception("cannot undo a partial write to %s", self.log_path)
+            raise KafkaStorageError(f"cannot append to {self.log_path}: {exc}") from exc
+
+    def should_roll(
+        self, *, incoming_size: int, max_timestamp: int, last_offset: int, now_ms: int,
+        segment_bytes: int, max_segment_ms: int,
+    ) -> bool:  # fmt: skip
+        """Kafka's roll rule: the data would not fit, the segment is old enough by record
+        time (``segment.ms`` minus jitter), an index is full, or the offsets overflow."""
+        if self.size > segment_bytes - incoming_size:
+            return True
+        if self.size > 0 and self._time_waited(now_ms, max_timestamp) > max_segment_ms - self.roll_jitter_ms:
+            return True
+        if self.offset_index.is_full() or self.time_index.is_full():
+            return True
+        return last_offset - self.base_offset > MAX_RELATIVE_OFFSET
+
+    def _time_waited(self, now_ms: int, max_timestamp: int) -> int:
+        first = self.first_batch_timestamp
+        if first is not None and first >= 0:
+            return max_timestamp - first
+        return now_ms - self.created_ms
+
+    # --- reading -------------------------------------------------------------------
+
+    def _scan(self, start: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of each whole batch from ``start``; stops at a torn tail."""
+        end = self.size if end is None else end
+        pos, buf, buf_start = start, b"", start
+        while end - pos >= HEADER_SIZE:
+            rel = pos - buf_start
+            if len(buf) - rel < HEADER_SIZE:
+                buf, buf_start, rel = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos), pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            header = parse_header(buf, rel)
+            if pos + header.size > end:
+                return
+            yield pos, header
+            pos += header.size
+
+    def iter_batches(self) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of every batch, in file order."""
+        return self._scan(0)
+
+    def read_batch(self, position: int, header: BatchHeader) -> bytes:
+        return os.pread(self._fd, header.size, position)
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset >= ``offset``."""
+        _, index_pos = self.offset_index.lookup(offset)
+        for pos, header in self._scan(max(index_pos, start_position)):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_position: int | None = None,
+        min_one_batch: bool = True,
+        max_offset: int | None = None,
+    ) -> tuple[int, bytes] | None:
+        """Whole batches from the one holding ``start_offset``: ``(position, bytes)``, or
+        None if no batch reaches ``start_offset``. See ``read_slice``."""
+        found = self.read_slice(
+            start_offset, max_bytes, max_position=max_position,
+            min_one_batch=min_one_batch, max_offset=max_offset,
+        )  # fmt: skip
+        return None if found is None else (found.position, found.data)
+
+    def read_slice(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_position: int | None = None,
+        min_one_batch: bool = True,
+        max_offset: int | None = None,
+    ) -> SegmentSlice | None:
+        """Whole batches, starting with the first whose last offset >= ``start_offset``,
+        up to ``max_bytes`` (at least that first batch if ``min_one_batch``), ending
+        before byte ``max_position`` and before the first batch whose base offset is >=
+        ``max_offset``. None if no batch in this segment reaches ``start_offset``."""
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        pos, first = found
+        limit = self.size if max_position is None else min(max_position, self.size)
+        budget = max(max_bytes, first.size) if min_one_batch else max_bytes
+        want = min(budget, limit - pos)
+        if want < first.size or (max_offset is not None and first.base_offset >= max_offset):
+            return SegmentSlice(pos, b"", start_offset, start_offset)
+        buf = os.pread(self._fd, want, pos)
+        used, next_offset = self._whole_batches(buf, max_offset)
+        return SegmentSlice(pos, buf if used == len(buf) else buf[:used], first.base_offset, next_offset)
+
+    @staticmethod
+    def _whole_batches(buf: bytes, max_offset: int | None) -> tuple[int, int]:
+        """Bytes of whole batches at the front of ``buf`` (stopping at ``max_offset``) and
+        the offset after the last of them. ``buf`` starts with at least one whole batch."""
+        used = 0
+        next_offset = -1
+        end = len(buf)
+        while end - used >= HEADER_SIZE:
+            base, length = _FRAME.unpack_from(buf, used)
+            if length < MIN_BATCH_LENGTH:
+                raise CorruptRecordError(f"batch length {length} below the v2 minimum")
+            size = length + LOG_OVERHEAD
+            if used + size > end or (max_offset is not None and base >= max_offset):
+                break
+            next_offset = base + _INT32.unpack_from(buf, used + 23)[0] + 1
+            used += size
+        return used, next_offset
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int = 0) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` and
+        offset >= ``start_offset``, or None."""
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, pos = self.offset_index.lookup(max(ts_offset, start_offset))
+        for position, header in self._scan(pos):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            for rec in decode_batch(self.read_batch(position, header)):
+                if rec.timestamp >= timestamp and rec.offset >= start_offset:
+                    return rec.offset, rec.timestamp
+        return None
+
+    def next_offset(self) -> int:
+        """The offset after the last batch (the base offset when empty)."""
+        if self._next_offset is None:
+            nxt = self.base_offset
+            for _, header in self._scan(self.offset_index.last_entry()[1]):
+                nxt = header.next_offset
+            self._next_offset = nxt
+        return self._next_offset
+
+    def _read_first_batch_timestamp(self) -> int | None:
+        if self.size < HEADER_SIZE:
+            return None
+        try:
+            return parse_header(os.pread(self._fd, HEADER_SIZE, 0)).max_timestamp
+        except CorruptRecordError:
+            return None
+
+    # --- recovery and truncation ---------------------------------------------------
+
+    def sanity_check(self) -> None:
+        """CorruptIndexError if an index is missing or malformed (then rebuild it)."""
+        if self.indexes_missing:
+            raise CorruptIndexError(f"an index of {self.log_path} is missing")
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+        if self.offset_index.entries and self.offset_index.last_entry()[1] >= self.size:
+            raise CorruptIndexError(f"offset index of {self.log_path} points past the log end")
+
+    def recover(self, max_message_bytes: int, *, leader_epoch_cache: EpochSink | None = None) -> int:
+        """Re-validate every batch from position 0 and rebuild both indexes; truncate the
+        ``.log`` at the first invalid or partial batch. Returns the bytes truncated.
+
+        A batch is valid if its header is sane, it fits in the file, it is at most
+        ``max_message_bytes``, its CRC matches, and its offsets lie above the previous
+        batch's and fit the segment. Epochs above ``leader_epoch_cache``'s latest are
+        recorded with the batch's base offset (the caller flushes the cache)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.max_timestamp_offset = -1, self.base_offset
+        self.first_batch_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        file_size = os.fstat(self._fd).st_size
+        valid, next_offset = self._validate_from_start(file_size, max_message_bytes, leader_epoch_cache)
+        truncated = file_size - valid
+        if truncated:
+            log.warning(
+                "truncating %s at byte %d: %d invalid or partial bytes", self.log_path, valid, truncated
+            )
+            os.ftruncate(self._fd, valid)
+        self.size = valid
+        self._next_offset = next_offset
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.indexes_missing = False
+        return truncated
+
+    def _validate_from_start(
+        self, file_size: int, max_message_bytes: int, epochs: EpochSink | None
+    ) -> tuple[int, int]:
+        pos, expected, buf, buf_start = 0, self.base_offset, b"", 0
+        while file_size - pos >= HEADER_SIZE:
+            rel = pos - buf_start
+            if len(buf) - rel < HEADER_SIZE:
+                buf, buf_start, rel = os.pread(self._fd, _RECOVERY_CHUNK, pos), pos, 0
+            try:
+                header = parse_header(buf, rel)
+            except CorruptRecordError as exc:
+                log.warning("%s: bad batch header at byte %d: %s", self.log_path, pos, exc)
+                break
+            if header.size > max_message_bytes or pos + header.size > file_size:
+                break
+            if len(buf) - rel < header.size:
+                buf, buf_start, rel = os.pread(self._fd, max(_RECOVERY_CHUNK, header.size), pos), pos, 0
+            if not is_crc_valid(buf, rel, header):
+                log.warning("%s: CRC mismatch in the batch at byte %d", self.log_path, pos)
+                break
+            if header.base_offset < expected or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                log.warning("%s: out-of-order offsets at byte %d", self.log_path, pos)
+                break
+            if pos == 0:
+                self.first_batch_timestamp = header.max_timestamp
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.max_timestamp_offset = header.max_timestamp, header.last_offset
+            self._maybe_index(header.last_offset, pos)
+            self._bytes_since_last_index_entry += header.size
+            epoch = header.partition_leader_epoch
+            if epochs is not None and epoch >= 0 and epoch > epochs.latest_epoch:
+                epochs.assign(epoch, header.base_offset, flush=False)
+            expected = header.next_offset
+            pos += header.size
+        return pos, expected
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset`` (a batch holding
+        ``offset`` goes whole); trims the indexes. Returns the bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        os.ftruncate(self._fd, position)
+        truncated = self.size - position
+        self.size = position
+        self._next_offset = None if position else self.base_offset
+        self._bytes_since_last_index_entry = 0
+        if position == 0:
+            self.created_ms = self._clock.now_ms()
+            self.first_batch_timestamp = None
+        self._reload_max_timestamp()
+        return truncated
+
+    def _reload_max_timestamp(self) -> None:
+        self.max_timestamp, self.max_timestamp_offset = self.time_index.last_entry()
+        if self.max_timestamp < 0:
+            self.max_timestamp_offset = self.base_offset
+        _, pos = self.offset_index.lookup(self.max_timestamp_offset)
+        for _, header in self._scan(pos):
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.max_timestamp_offset = header.max_timestamp, header.last_offset
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def on_become_inactive(self) -> None:
+        """At roll: force the final time-index entry and trim both indexes."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def flush(self) -> None:
+        """fsync the ``.log`` and msync both indexes."""
+        try:
+            os.fsync(self._fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot flush {self.log_path}: {exc}") from exc
+
+    def close(self) -> None:
+        """Force the final time-index entry, trim the indexes, release the files."""
+        if self._fd < 0:
+            return
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset, skip_full_check=True)
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def delete(self) -> None:
+        """Release and remove all three files."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.log_path.unlink(missing_ok=True)
