@@ -170,7 +170,9 @@ def _wanted_format(media: MediaType) -> EmbeddedFormat | None:
     return EmbeddedFormat.BINARY if media.known else None
 
 
-def records_format(accept: str | None, instance_format: EmbeddedFormat) -> tuple[EmbeddedFormat, str]:
+def records_format(
+    accept: str | None, instance_format: EmbeddedFormat
+) -> tuple[EmbeddedFormat, str]:
     """(format, response media type) for ``GET .../records`` of an instance.
 
     The first acceptable range that names the instance's format (or a wildcard) wins;

@@ -97,7 +97,9 @@ ERROR_TABLE: dict[type[FranzError], ErrorSpec] = {
     ),
     be.UnknownTopicError: ErrorSpec(404, ErrorCode.TOPIC_NOT_FOUND, "Topic not found."),
     be.UnknownPartitionError: ErrorSpec(404, ErrorCode.PARTITION_NOT_FOUND, "Partition not found."),
-    be.TopicAlreadyExistsError: ErrorSpec(400, ErrorCode.KAFKA_BAD_REQUEST, "Topic already exists."),
+    be.TopicAlreadyExistsError: ErrorSpec(
+        400, ErrorCode.KAFKA_BAD_REQUEST, "Topic already exists."
+    ),
     be.InvalidPartitionsError: _BAD,
     be.InvalidReplicationFactorError: _BAD,
     be.InvalidReplicaAssignmentError: _BAD,
@@ -115,9 +117,7 @@ ERROR_TABLE: dict[type[FranzError], ErrorSpec] = {
     se.MessageTooLargeError: _TOO_LARGE,
     se.RecordBatchTooLargeError: _TOO_LARGE,
     # reads
-    se.OffsetOutOfRangeError: ErrorSpec(
-        416, ErrorCode.OFFSET_OUT_OF_RANGE, "Offset out of range."
-    ),
+    se.OffsetOutOfRangeError: ErrorSpec(416, ErrorCode.OFFSET_OUT_OF_RANGE, "Offset out of range."),
     se.CorruptRecordError: ErrorSpec(500, ErrorCode.KAFKA_ERROR, "Corrupt record."),
     # groups and REST consumer instances
     be.UnknownMemberIdError: ErrorSpec(
@@ -150,7 +150,7 @@ def spec_for(exc: FranzError) -> ErrorSpec:
     """The table row of the most specific class of ``exc``; unlisted errors are Kafka
     errors, 50003 when a retry may succeed, else 50002."""
     for cls in type(exc).__mro__:
-        spec = ERROR_TABLE.get(cls)  # type: ignore[call-overload]
+        spec = ERROR_TABLE.get(cls)
         if spec is not None:
             return spec
     return _RETRIABLE if exc.retriable else _NON_RETRIABLE
@@ -185,8 +185,17 @@ def error_response(request: Request, status: int, code: int, message: str) -> Re
 
 # Jackson-level failures (syntax, unknown field, wrong JSON type) are 400 in Confluent;
 # bean-validation failures (missing, empty, out of range) are 422.
-_JACKSON_LIKE = ("json_invalid", "json_type", "extra_forbidden", "model_type", "dict_type",
-                 "list_type", "model_attributes_type", "typed_dict_type", "literal_error")
+_JACKSON_LIKE = (
+    "json_invalid",
+    "json_type",
+    "extra_forbidden",
+    "model_type",
+    "dict_type",
+    "list_type",
+    "model_attributes_type",
+    "typed_dict_type",
+    "literal_error",
+)
 
 
 def _is_400(err_type: str) -> bool:
@@ -206,8 +215,11 @@ def _loc_text(loc: tuple[Any, ...]) -> str:
 
 
 def validation_api_error(exc: ValidationError, *, body_name: str = "") -> ApiError:
-    """The first pydantic error as an ApiError whose message names the field."""
-    first = exc.errors(include_url=False, include_context=False)[0]
+    """A pydantic error as an ApiError whose message names the field. Deserialization
+    problems (syntax, unknown field, wrong type) come first, as they do in Jackson,
+    which fails before bean validation runs."""
+    errs = exc.errors(include_url=False, include_context=False)
+    first = next((e for e in errs if _is_400(str(e["type"]))), errs[0])
     etype = str(first["type"])
     loc = tuple(first.get("loc", ()))
     where = _loc_text(((body_name,) if body_name else ()) + loc)
@@ -260,7 +272,9 @@ async def _request_validation_error(request: Request, exc: Exception) -> Respons
     where, name = (loc[0], loc[-1]) if loc else ("", "")
     if where == "path":
         if name == "partition":
-            return error_response(request, 404, ErrorCode.PARTITION_NOT_FOUND, "Partition not found.")
+            return error_response(
+                request, 404, ErrorCode.PARTITION_NOT_FOUND, "Partition not found."
+            )
         return error_response(request, 404, ErrorCode.NOT_FOUND, "HTTP 404 Not Found")
     if where == "query":
         msg = f"Invalid query parameter {name}: {first.get('msg', 'invalid value')}"

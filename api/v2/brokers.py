@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
@@ -11,8 +13,12 @@ from api.responses import check_accept, v2_json
 
 router = APIRouter(tags=["v2 brokers"], dependencies=[Depends(check_accept)])
 
-_EMPTY = {200: {"description": "Always `{}`", "content": {
-    "application/vnd.kafka.v2+json": {"schema": {"type": "object"}, "example": {}}}}}
+_EMPTY: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Always `{}`",
+        "content": {"application/vnd.kafka.v2+json": {"schema": {"type": "object"}, "example": {}}},
+    }
+}
 
 
 @router.get("/", summary="Liveness: answers {}", responses=_EMPTY)

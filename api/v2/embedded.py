@@ -70,23 +70,43 @@ def _json_bytes(value: Any, where: str) -> bytes | None:
         raise ApiError(400, ErrorCode.BAD_REQUEST, f"{where}: {exc}") from None
 
 
+def _binary_records(rows: Sequence[Any]) -> list[ProduceRecord]:
+    """Hot path: no per-record strings; on a decoding failure the rows are scanned
+    again with ``b64decode`` to name the bad field."""
+    a2b, record = _a2b, ProduceRecord
+    try:
+        return [
+            record(
+                None if (v := r.get("value")) is None else a2b(v, strict_mode=True),
+                None if (k := r.get("key")) is None else a2b(k, strict_mode=True),
+                _headers_in(h, i) if (h := r.get("headers")) else [],
+                r.get("timestamp"),
+                r.get("partition"),
+            )
+            for i, r in enumerate(rows)
+        ]
+    except (binascii.Error, ValueError, TypeError):
+        for i, r in enumerate(rows):
+            for name in ("key", "value"):
+                if r.get(name) is not None:
+                    b64decode(r[name], f"records[{i}].{name}")
+        raise
+
+
 def produce_records(fmt: EmbeddedFormat, rows: Sequence[Any]) -> list[ProduceRecord]:
     """Validated request records -> broker ProduceRecords, in order."""
-    out: list[ProduceRecord] = []
-    append = out.append
-    binary = fmt is EmbeddedFormat.BINARY
-    for i, r in enumerate(rows):
-        key = r.get("key")
-        value = r.get("value")
-        if binary:
-            kb = None if key is None else b64decode(key, f"records[{i}].key")
-            vb = None if value is None else b64decode(value, f"records[{i}].value")
-        else:
-            kb = _json_bytes(key, f"records[{i}].key")
-            vb = _json_bytes(value, f"records[{i}].value")
-        append(ProduceRecord(vb, kb, _headers_in(r.get("headers"), i), r.get("timestamp"),
-                             r.get("partition")))
-    return out
+    if fmt is EmbeddedFormat.BINARY:
+        return _binary_records(rows)
+    return [
+        ProduceRecord(
+            _json_bytes(r.get("value"), f"records[{i}].value"),
+            _json_bytes(r.get("key"), f"records[{i}].key"),
+            _headers_in(r.get("headers"), i),
+            r.get("timestamp"),
+            r.get("partition"),
+        )
+        for i, r in enumerate(rows)
+    ]
 
 
 class NotJsonError(Exception):
@@ -104,45 +124,54 @@ def _headers_out(headers: Iterable[tuple[str, bytes | None]]) -> list[dict[str, 
     return [{"key": k, "value": b64encode(v)} for k, v in headers]
 
 
-def render_binary(topic: str, partition: int, r: Record) -> dict[str, Any]:
-    return {
-        "topic": topic,
-        "key": None if r.key is None else _b2a(r.key, newline=False).decode("ascii"),
-        "value": None if r.value is None else _b2a(r.value, newline=False).decode("ascii"),
-        "partition": partition,
-        "offset": r.offset,
-        "timestamp": r.timestamp,
-        "timestamp_type": TIMESTAMP_TYPES[r.timestamp_type & 1],
-        "headers": _headers_out(r.headers) if r.headers else [],
-    }
+#: One polled record: ((topic, partition), record), e.g. ``(TopicPartition, Record)``.
+Polled = tuple[tuple[str, int], Record]
 
 
-def render_json(topic: str, partition: int, r: Record) -> dict[str, Any]:
-    """Raises orjson.JSONDecodeError when the key or value is not JSON."""
-    loads = orjson.loads
-    return {
-        "topic": topic,
-        "key": None if r.key is None else loads(r.key),
-        "value": None if r.value is None else loads(r.value),
-        "partition": partition,
-        "offset": r.offset,
-        "timestamp": r.timestamp,
-        "timestamp_type": TIMESTAMP_TYPES[r.timestamp_type & 1],
-        "headers": _headers_out(r.headers) if r.headers else [],
-    }
+def render_binary(items: Iterable[Polled]) -> list[dict[str, Any]]:
+    b2a, types = _b2a, TIMESTAMP_TYPES
+    return [
+        {
+            "topic": t,
+            "key": None if r.key is None else b2a(r.key, newline=False).decode("ascii"),
+            "value": None if r.value is None else b2a(r.value, newline=False).decode("ascii"),
+            "partition": p,
+            "offset": r.offset,
+            "timestamp": r.timestamp,
+            "timestamp_type": types[r.timestamp_type & 1],
+            "headers": _headers_out(r.headers) if r.headers else [],
+        }
+        for (t, p), r in items
+    ]
 
 
-def render_records(
-    fmt: EmbeddedFormat, items: Iterable[tuple[str, int, Record]]
-) -> list[dict[str, Any]]:
-    """(topic, partition, record) triples -> response dicts; raises NotJsonError (with
-    the failing index) when a json-format reader meets bytes that are not JSON."""
-    if fmt is EmbeddedFormat.BINARY:
-        return [render_binary(t, p, r) for t, p, r in items]
+def render_json(items: Iterable[Polled]) -> list[dict[str, Any]]:
+    """Raises NotJsonError (with the failing index) at the first key or value that is
+    not JSON."""
+    loads, types = orjson.loads, TIMESTAMP_TYPES
     out: list[dict[str, Any]] = []
-    for i, (t, p, r) in enumerate(items):
+    append = out.append
+    for i, ((t, p), r) in enumerate(items):
         try:
-            out.append(render_json(t, p, r))
+            key = None if r.key is None else loads(r.key)
+            value = None if r.value is None else loads(r.value)
         except orjson.JSONDecodeError:
             raise NotJsonError(i, t, p, r.offset) from None
+        append(
+            {
+                "topic": t,
+                "key": key,
+                "value": value,
+                "partition": p,
+                "offset": r.offset,
+                "timestamp": r.timestamp,
+                "timestamp_type": types[r.timestamp_type & 1],
+                "headers": _headers_out(r.headers) if r.headers else [],
+            }
+        )
     return out
+
+
+def render_records(fmt: EmbeddedFormat, items: Iterable[Polled]) -> list[dict[str, Any]]:
+    """Polled records -> response dicts in the embedded format."""
+    return render_binary(items) if fmt is EmbeddedFormat.BINARY else render_json(items)

@@ -51,8 +51,12 @@ _JSON_EXAMPLE = {"records": [{"key": "user-1", "value": {"clicks": 3}}, {"value"
 _RESPONSE_EXAMPLE = {
     "offsets": [
         {"partition": 0, "offset": 42, "error_code": None, "error": None},
-        {"partition": None, "offset": None, "error_code": 413,
-         "error": "The record is about 1048700 bytes, larger than max.message.bytes"},
+        {
+            "partition": None,
+            "offset": None,
+            "error_code": 413,
+            "error": "The record is about 1048700 bytes, larger than max.message.bytes",
+        },
     ],
     "key_schema_id": None,
     "value_schema_id": None,
@@ -64,9 +68,13 @@ _OPENAPI_BODY = {
         "description": "Embedded format by Content-Type; `application/json` means json.",
         "content": {
             "application/vnd.kafka.binary.v2+json": {
-                "schema": ref("BinaryProduceRequest"), "example": _BINARY_EXAMPLE},
+                "schema": ref("BinaryProduceRequest"),
+                "example": _BINARY_EXAMPLE,
+            },
             "application/vnd.kafka.json.v2+json": {
-                "schema": ref("JsonProduceRequest"), "example": _JSON_EXAMPLE},
+                "schema": ref("JsonProduceRequest"),
+                "example": _JSON_EXAMPLE,
+            },
             "application/json": {"schema": ref("JsonProduceRequest"), "example": _JSON_EXAMPLE},
         },
     }
@@ -82,8 +90,11 @@ def parse_acks(raw: str | None) -> int:
         return 1
     acks = _ACKS.get(raw.strip().lower())
     if acks is None:
-        raise ApiError(400, ErrorCode.BAD_REQUEST, f"Invalid query parameter acks: {raw!r} "
-                       "is not one of 0, 1, all")
+        raise ApiError(
+            400,
+            ErrorCode.BAD_REQUEST,
+            f"Invalid query parameter acks: {raw!r} is not one of 0, 1, all",
+        )
     return acks
 
 
@@ -93,13 +104,15 @@ def produce_body(results: Sequence[RecordResult], *, strict: bool) -> tuple[int,
     first_failure: tuple[int, int, str] | None = None
     for r in results:
         if r.error is None:
-            offsets.append({"partition": r.partition, "offset": r.offset,
-                            "error_code": None, "error": None})
+            offsets.append(
+                {"partition": r.partition, "offset": r.offset, "error_code": None, "error": None}
+            )
             continue
         spec = spec_for(r.error)
         message = message_for(r.error, spec)
-        offsets.append({"partition": None, "offset": None,
-                        "error_code": int(spec.code), "error": message})
+        offsets.append(
+            {"partition": None, "offset": None, "error_code": int(spec.code), "error": message}
+        )
         if first_failure is None:
             first_failure = (spec.status, int(spec.code), message)
     body: dict[str, Any] = {"offsets": offsets, "key_schema_id": None, "value_schema_id": None}
@@ -115,12 +128,18 @@ async def _read_body(request: Request) -> bytes:
     limit = int(broker_of(request).config["max.request.size"])
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, ErrorCode.PAYLOAD_TOO_LARGE,
-                       f"Request body of {declared} bytes exceeds max.request.size={limit}")
+        raise ApiError(
+            413,
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"Request body of {declared} bytes exceeds max.request.size={limit}",
+        )
     body = await request.body()
     if len(body) > limit:
-        raise ApiError(413, ErrorCode.PAYLOAD_TOO_LARGE,
-                       f"Request body of {len(body)} bytes exceeds max.request.size={limit}")
+        raise ApiError(
+            413,
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"Request body of {len(body)} bytes exceeds max.request.size={limit}",
+        )
     if not body.strip():
         raise empty_body_error()
     return body
@@ -132,7 +151,7 @@ async def produce(
     fmt = produce_format(request.headers.get("content-type"))
     require_supported(fmt)
     adapter = BINARY_PRODUCE if fmt is EmbeddedFormat.BINARY else JSON_PRODUCE
-    req = parse(adapter, await _read_body(request))  # type: ignore[arg-type]
+    req = parse(adapter, await _read_body(request))
     records = produce_records(fmt, req["records"])
     results = await broker_of(request).produce(
         topic, records, partition=partition, acks=parse_acks(acks)

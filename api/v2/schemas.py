@@ -8,10 +8,10 @@ them with orjson. franz extensions are marked in the field descriptions.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired, Required
 
 from pydantic import ConfigDict, Field, TypeAdapter, with_config
-from typing_extensions import NotRequired, Required, TypedDict
+from typing_extensions import TypedDict
 
 _FORBID = ConfigDict(extra="forbid")
 NonNegative = Annotated[int, Field(ge=0)]
@@ -114,23 +114,22 @@ class ErrorBody(TypedDict):
 
 # --- consumers --------------------------------------------------------------------------
 
-CreateConsumerRequest = with_config(_FORBID)(
-    TypedDict(
-        "CreateConsumerRequest",
-        {
-            "name": str | None,
-            "id": str | None,  # deprecated alias of name
-            "format": str | None,
-            "auto.offset.reset": str | None,
-            "auto.commit.enable": str | bool | None,
-            "fetch.min.bytes": int | None,
-            "consumer.request.timeout.ms": int | None,
-            "responseMinBytes": int | None,  # alias of fetch.min.bytes
-            "requestWaitMs": int | None,  # alias of consumer.request.timeout.ms
-        },
-        total=False,
-    )
+CreateConsumerRequest = TypedDict(
+    "CreateConsumerRequest",
+    {
+        "name": str | None,
+        "id": str | None,  # deprecated alias of name
+        "format": str | None,
+        "auto.offset.reset": str | None,
+        "auto.commit.enable": str | bool | None,
+        "fetch.min.bytes": int | None,
+        "consumer.request.timeout.ms": int | None,
+        "responseMinBytes": int | None,  # alias of fetch.min.bytes
+        "requestWaitMs": int | None,  # alias of consumer.request.timeout.ms
+    },
+    total=False,
 )
+CreateConsumerRequest.__pydantic_config__ = _FORBID  # type: ignore[attr-defined]
 
 
 class CreateConsumerResponse(TypedDict):
@@ -258,10 +257,24 @@ COMMIT = TypeAdapter(CommitRequest)
 OPENAPI_SCHEMAS: dict[str, Any] = {
     t.__name__: t
     for t in (
-        BinaryProduceRequest, JsonProduceRequest, ProduceResponse, TopicOut, PartitionOut,
-        PartitionOffsetsOut, BrokersOut, ErrorBody, CreateConsumerRequest,
-        CreateConsumerResponse, SubscriptionRequest, SubscriptionOut, PartitionsRequest,
-        AssignmentsOut, PositionsRequest, CommitRequest, CommittedOffsetsOut,
-        BinaryRecordOut, JsonRecordOut,
+        BinaryProduceRequest,
+        JsonProduceRequest,
+        ProduceResponse,
+        TopicOut,
+        PartitionOut,
+        PartitionOffsetsOut,
+        BrokersOut,
+        ErrorBody,
+        CreateConsumerRequest,
+        CreateConsumerResponse,
+        SubscriptionRequest,
+        SubscriptionOut,
+        PartitionsRequest,
+        AssignmentsOut,
+        PositionsRequest,
+        CommitRequest,
+        CommittedOffsetsOut,
+        BinaryRecordOut,
+        JsonRecordOut,
     )
 }

@@ -57,9 +57,17 @@ def _find(info: TopicInfo, partition: int) -> PartitionInfo:
 @router.get(
     "/topics",
     summary="List topic names (internal topics included)",
-    responses={200: {"description": "Topic names", "content": {
-        "application/vnd.kafka.v2+json": {"schema": {"type": "array", "items": {"type": "string"}},
-                                          "example": ["__consumer_offsets", "orders"]}}}},
+    responses={
+        200: {
+            "description": "Topic names",
+            "content": {
+                "application/vnd.kafka.v2+json": {
+                    "schema": {"type": "array", "items": {"type": "string"}},
+                    "example": ["__consumer_offsets", "orders"],
+                }
+            },
+        }
+    },
 )
 async def list_topics(request: Request) -> Response:
     return v2_json(request, await broker_of(request).list_topics())
@@ -77,10 +85,23 @@ async def get_topic(topic: str, request: Request) -> Response:
 @router.get(
     "/topics/{topic}/partitions",
     summary="List a topic's partitions",
-    responses={**{200: {"description": "Partitions", "content": {
-        "application/vnd.kafka.v2+json": {
-            "schema": {"type": "array", "items": {"$ref": "#/components/schemas/PartitionOut"}},
-            "example": [_PARTITION]}}}}, **errors(404)},
+    responses={
+        **{
+            200: {
+                "description": "Partitions",
+                "content": {
+                    "application/vnd.kafka.v2+json": {
+                        "schema": {
+                            "type": "array",
+                            "items": {"$ref": "#/components/schemas/PartitionOut"},
+                        },
+                        "example": [_PARTITION],
+                    }
+                },
+            }
+        },
+        **errors(404),
+    },
 )
 async def list_partitions(topic: str, request: Request) -> Response:
     info = await broker_of(request).describe_topic(topic)
@@ -102,8 +123,10 @@ async def get_partition(topic: str, partition: int, request: Request) -> Respons
     summary="First and next offsets of a partition",
     description="`beginning_offset` is the log start offset, `end_offset` the high "
     "watermark (the offset the next record will get once replicated).",
-    responses={**ok("PartitionOffsetsOut", {"beginning_offset": 0, "end_offset": 42}),
-               **errors(404)},
+    responses={
+        **ok("PartitionOffsetsOut", {"beginning_offset": 0, "end_offset": 42}),
+        **errors(404),
+    },
 )
 async def get_partition_offsets(topic: str, partition: int, request: Request) -> Response:
     offsets = await broker_of(request).partition_offsets(topic, partition)

@@ -199,8 +199,10 @@ class Group:
         self.offsets: dict[TopicPartition, CommittedOffset] = {}
 
     def __repr__(self) -> str:
-        return (f"Group({self.group_id!r}, {self.state.value}, generation={self.generation}, "
-                f"members={list(self.members)})")
+        return (
+            f"Group({self.group_id!r}, {self.state.value}, generation={self.generation}, "
+            f"members={list(self.members)})"
+        )
 
     # --- state ----------------------------------------------------------------------
 
@@ -242,16 +244,22 @@ class Group:
         self, assignment: Mapping[str, Iterable[TopicPartition]], now_ms: int
     ) -> dict[str, frozenset[TopicPartition]]:
         """Install the assignment (members not named keep theirs, e.g. manual ones) and
-        go Stable. Returns each member's revoked partitions (possibly empty)."""
+        go Stable. Returns, for each member whose partitions changed, the ones it lost
+        (possibly none)."""
         revoked: dict[str, frozenset[TopicPartition]] = {}
         for member_id, member in self.members.items():
             if member_id in assignment:
                 new = tuple(TopicPartition(t, p) for t, p in assignment[member_id])
-                revoked[member_id] = frozenset(member.assignment) - frozenset(new)
+                if frozenset(new) != frozenset(member.assignment):
+                    revoked[member_id] = frozenset(member.assignment) - frozenset(new)
                 member.assignment = new
         self.transition_to(GroupState.STABLE, now_ms)
-        log.info("group %s generation %d stable: %s", self.group_id, self.generation,
-                 {m: len(a) for m, a in ((m.member_id, m.assignment) for m in self.members.values())})
+        log.info(
+            "group %s generation %d stable: %s",
+            self.group_id,
+            self.generation,
+            {m: len(a) for m, a in ((m.member_id, m.assignment) for m in self.members.values())},
+        )
         return revoked
 
     # --- views ------------------------------------------------------------------------
@@ -267,13 +275,22 @@ class Group:
 
     def describe(self) -> GroupDescription:
         members = tuple(
-            MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                              m.topics, m.assignment)
+            MemberDescription(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.topics, m.assignment
+            )
             for m in self.members.values()
         )
-        return GroupDescription(self.group_id, self.state, self.protocol_type, self.protocol,
-                                self.generation, self.leader_id, self.is_simple, self.partition,
-                                members)
+        return GroupDescription(
+            self.group_id,
+            self.state,
+            self.protocol_type,
+            self.protocol,
+            self.generation,
+            self.leader_id,
+            self.is_simple,
+            self.partition,
+            members,
+        )
 
 
 def compute_assignment(

@@ -59,7 +59,9 @@ class GroupBackend(Protocol):
         there even above ``max_bytes``; waits up to ``max_wait_ms`` for data."""
         ...
 
-    async def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+    async def offset_for_timestamp(
+        self, topic: str, partition: int, timestamp_ms: int
+    ) -> int | None:
         """The first offset whose timestamp >= ``timestamp_ms`` (-1 latest, -2 earliest)."""
         ...
 
@@ -79,8 +81,12 @@ class BrokerGroupBackend:
     async def append_offsets(self, partition: int, batch: bytes) -> int:
         rm = self._broker.replica_manager
         assert rm is not None, "broker not started"
-        info = await rm.append(TopicPartition(OFFSETS_TOPIC, partition), bytearray(batch),
-                               acks=-1, timeout_ms=self._commit_timeout_ms)
+        info = await rm.append(
+            TopicPartition(OFFSETS_TOPIC, partition),
+            bytearray(batch),
+            acks=-1,
+            timeout_ms=self._commit_timeout_ms,
+        )
         return int(info.first_offset)
 
     async def read_offsets(self, partition: int) -> AsyncIterator[Record]:
@@ -107,10 +113,13 @@ class BrokerGroupBackend:
     async def fetch(
         self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int
     ) -> FetchResult:
-        return await self._broker.fetch(topic, partition, offset, max_bytes=max_bytes,
-                                        max_wait_ms=max_wait_ms)
+        return await self._broker.fetch(
+            topic, partition, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms
+        )
 
-    async def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+    async def offset_for_timestamp(
+        self, topic: str, partition: int, timestamp_ms: int
+    ) -> int | None:
         return await self._broker.offset_for_timestamp(topic, partition, timestamp_ms)
 
     async def partition_offsets(self, topic: str, partition: int) -> PartitionOffsets:

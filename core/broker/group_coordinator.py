@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
@@ -32,16 +31,12 @@ from typing import Protocol
 from core.broker.errors import (
     ConsumerAlreadyExistsError,
     ConsumerInstanceNotFoundError,
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
     GroupIdNotFoundError,
     InvalidGroupIdError,
-    LeaderNotAvailableError,
     NonEmptyGroupError,
     NotCoordinatorError,
     NotLeaderOrFollowerError,
     OffsetMetadataTooLargeError,
-    UnknownTopicOrPartitionError,
 )
 from core.broker.group import (
     CommittedOffset,
@@ -54,16 +49,16 @@ from core.broker.group import (
 )
 from core.broker.group_backend import GroupBackend
 from core.broker.group_hash import coordinator_partition
+from core.broker.group_loading import OffsetsPartitions
 from core.broker.group_records import (
-    PartitionLoader,
     group_metadata_record,
     group_tombstone,
     offset_commit_record,
     offset_tombstone,
 )
+from core.broker.group_topics import check_partitions, match_topics, partition_counts
 from core.broker.types import TopicPartition
 from core.clock import SYSTEM_CLOCK, Clock
-from core.storage.config import is_internal_topic
 from core.storage.records import NewRecord, build_batch
 
 log = logging.getLogger(__name__)
@@ -76,8 +71,10 @@ class RebalanceListener(Protocol):
         """Last chance to commit (auto-commit) before assignments change or members go."""
         ...
 
-    def on_revoked(self, group: Group, member: Member, revoked: frozenset[TopicPartition]) -> None:
-        """``member`` lost ``revoked`` (called only when non-empty)."""
+    def on_assignment_changed(
+        self, group: Group, member: Member, revoked: frozenset[TopicPartition]
+    ) -> None:
+        """``member``'s partitions changed; it lost ``revoked`` (possibly none)."""
         ...
 
 
@@ -99,8 +96,7 @@ class GroupCoordinator:
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
         self.listener = listener
         self._groups: dict[str, Group] = {}
-        self._loaded: set[int] = set()
-        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._partitions = OffsetsPartitions(backend, clock, self._install)
         self._group_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._write_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
@@ -111,18 +107,11 @@ class GroupCoordinator:
 
     def on_become_leader(self, partition: int) -> asyncio.Task[None]:
         """Schedule loading ``partition`` (idempotent); the task ends when it is loaded."""
-        task = self._loads.get(partition)
-        if task is None or (task.done() and partition not in self._loaded):
-            task = asyncio.ensure_future(self._load(partition))
-            self._loads[partition] = task
-        return task
+        return self._partitions.schedule(partition)
 
     def on_resign(self, partition: int) -> None:
         """This broker no longer leads ``partition``: its groups go Dead and are dropped."""
-        task = self._loads.pop(partition, None)
-        if task is not None and not task.done():
-            task.cancel()
-        self._loaded.discard(partition)
+        self._partitions.forget(partition)
         now = self.clock.now_ms()
         for group in [g for g in self._groups.values() if g.partition == partition]:
             group.transition_to(GroupState.DEAD, now)
@@ -131,40 +120,10 @@ class GroupCoordinator:
 
     async def load_owned(self) -> list[int]:
         """Try to load every offsets partition; returns those this broker leads."""
-        tasks = [self.on_become_leader(p) for p in range(self.backend.offsets_topic_partitions)]
-        await asyncio.gather(*tasks, return_exceptions=True)
-        return sorted(self._loaded)
+        return await self._partitions.load_all()
 
-    async def _load(self, partition: int) -> None:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        loader = PartitionLoader(partition)
-        try:
-            async for record in self.backend.read_offsets(partition):
-                loader.apply(record)
-        except NotLeaderOrFollowerError as exc:
-            raise NotCoordinatorError(f"this broker does not lead __consumer_offsets-{partition}") from exc
-        except (UnknownTopicOrPartitionError, LeaderNotAvailableError) as exc:
-            raise CoordinatorNotAvailableError(f"__consumer_offsets-{partition}: {exc}") from exc
-        groups = loader.groups(self.clock.now_ms())
+    def _install(self, partition: int, groups: dict[str, Group]) -> None:
         self._groups.update(groups)
-        self._loaded.add(partition)
-        log.info("loaded __consumer_offsets-%d: %d groups in %.0f ms (%d records skipped)",
-                 partition, len(groups), (loop.time() - started) * 1000, loader.skipped)
-
-    async def _ensure_loaded(self, partition: int) -> None:
-        if partition in self._loaded:
-            return
-        await asyncio.shield(self.on_become_leader(partition))
-
-    def _check_loaded(self, partition: int) -> None:
-        """The synchronous check: loaded, or the error a client should see."""
-        if partition in self._loaded:
-            return
-        task = self._loads.get(partition)
-        if task is not None and not task.done():
-            raise CoordinatorLoadInProgressError(f"loading __consumer_offsets-{partition}")
-        raise NotCoordinatorError(f"this broker is not the coordinator of partition {partition}")
 
     # --- lookups --------------------------------------------------------------------
 
@@ -173,21 +132,23 @@ class GroupCoordinator:
         if not group_id:
             raise InvalidGroupIdError("the group id must not be empty")
         partition = self.partition_for(group_id)
-        await self._ensure_loaded(partition)
+        await self._partitions.ensure(partition)
         group = self._groups.get(group_id)
         if group is None and create:
-            group = self._groups[group_id] = Group(group_id, partition=partition,
-                                                   state_timestamp_ms=self.clock.now_ms())
+            group = self._groups[group_id] = Group(
+                group_id, partition=partition, state_timestamp_ms=self.clock.now_ms()
+            )
         return group
 
     def member(self, group_id: str, member_id: str) -> Member:
         """A member of a loaded group, synchronously; ConsumerInstanceNotFoundError."""
-        self._check_loaded(self.partition_for(group_id))
+        self._partitions.check(self.partition_for(group_id))
         group = self._groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if member is None:
             raise ConsumerInstanceNotFoundError(
-                f"Consumer instance {member_id!r} not found in group {group_id!r}.")
+                f"Consumer instance {member_id!r} not found in group {group_id!r}."
+            )
         return member
 
     async def find_member(self, group_id: str, member_id: str) -> tuple[Group, Member]:
@@ -195,7 +156,8 @@ class GroupCoordinator:
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:
             raise ConsumerInstanceNotFoundError(
-                f"Consumer instance {member_id!r} not found in group {group_id!r}.")
+                f"Consumer instance {member_id!r} not found in group {group_id!r}."
+            )
         return group, member
 
     def touch(self, group_id: str, member_id: str) -> Member:
@@ -204,8 +166,11 @@ class GroupCoordinator:
         member.touch(self.clock.now_ms())
         return member
 
+    def loaded_groups(self) -> list[Group]:
+        return [g for _, g in sorted(self._groups.items()) if not g.is_dead]
+
     def list_groups(self) -> list[GroupSummary]:
-        return [g.summary() for _, g in sorted(self._groups.items()) if not g.is_dead]
+        return [g.summary() for g in self.loaded_groups()]
 
     async def describe_group(self, group_id: str) -> GroupDescription:
         group = await self.group(group_id)
@@ -224,7 +189,8 @@ class GroupCoordinator:
             if member.member_id in group.members:
                 raise ConsumerAlreadyExistsError(
                     f"Consumer with specified consumer ID {member.member_id!r} already exists "
-                    f"in group {group_id!r}.")
+                    f"in group {group_id!r}."
+                )
             member.touch(self.clock.now_ms())
 
             def add(g: Group) -> None:
@@ -233,8 +199,14 @@ class GroupCoordinator:
             await self._rebalance(group, (), add, reason=f"{member.member_id} joined")
         return group
 
-    async def leave(self, group_id: str, member_ids: Iterable[str], *, expired_at: int | None = None,
-                    reason: str = "left") -> list[str]:
+    async def leave(
+        self,
+        group_id: str,
+        member_ids: Iterable[str],
+        *,
+        expired_at: int | None = None,
+        reason: str = "left",
+    ) -> list[str]:
         """Remove members and rebalance; returns the ids removed. With ``expired_at``,
         only members still past their deadline then (a late heartbeat saves a member)."""
         group = await self.group(group_id)
@@ -256,8 +228,9 @@ class GroupCoordinator:
             await self._rebalance(group, leaving, remove, reason=f"{ids} {reason}")
         return ids
 
-    async def update_member(self, group_id: str, member_id: str,
-                            change: Callable[[Member], None], *, reason: str) -> Member:
+    async def update_member(
+        self, group_id: str, member_id: str, change: Callable[[Member], None], *, reason: str
+    ) -> Member:
         """Apply ``change`` to the member (subscription or manual assignment) and
         rebalance. ``change`` may raise to refuse (nothing happens then)."""
         group, member = await self.find_member(group_id, member_id)
@@ -276,8 +249,9 @@ class GroupCoordinator:
         for group in list(self._groups.values()):
             expired = group.expired_members(now_ms)
             if expired and not group.is_dead:
-                ids = await self.leave(group.group_id, expired, expired_at=now_ms,
-                                       reason="expired (idle)")
+                ids = await self.leave(
+                    group.group_id, expired, expired_at=now_ms, reason="expired (idle)"
+                )
                 out.extend((group.group_id, i) for i in ids)
         return out
 
@@ -292,7 +266,9 @@ class GroupCoordinator:
             async with self._group_locks[group.group_id]:
                 if group.is_dead:
                     continue
-                if all_topics is None and any(m.pattern for m in group.members.values()):
+                if all_topics is None and any(
+                    m.pattern is not None for m in group.members.values()
+                ):
                     all_topics = await self.backend.list_topics()
                 if await self._assignment_stale(group, all_topics or []):
                     await self._rebalance(group, (), lambda g: None, reason="metadata changed")
@@ -301,19 +277,31 @@ class GroupCoordinator:
 
     async def _assignment_stale(self, group: Group, all_topics: list[str]) -> bool:
         for m in group.members.values():
-            if m.pattern is not None and not m.manual and m.topics != _matching(m.pattern, all_topics):
+            if (
+                m.pattern is not None
+                and not m.manual
+                and m.topics != match_topics(m.pattern, all_topics)
+            ):
                 return True
-        counts = await self._partition_counts(group.subscribed_topics())
+        counts = await partition_counts(self.backend, group.subscribed_topics())
         proposed = compute_assignment(group, self.assignor, counts)
-        return any(frozenset(tps) != frozenset(group.members[mid].assignment)
-                   for mid, tps in proposed.items())
+        return any(
+            frozenset(tps) != frozenset(group.members[mid].assignment)
+            for mid, tps in proposed.items()
+        )
 
     def _check_alive(self, group: Group) -> None:
         if group.is_dead:
             raise NotCoordinatorError(f"group {group.group_id!r} moved to another coordinator")
 
-    async def _rebalance(self, group: Group, leaving: Iterable[Member],
-                         mutate: Callable[[Group], None], *, reason: str) -> None:
+    async def _rebalance(
+        self,
+        group: Group,
+        leaving: Iterable[Member],
+        mutate: Callable[[Group], None],
+        *,
+        reason: str,
+    ) -> None:
         """One whole rebalance, with the group lock held: hooks, membership change,
         pattern resolution, assignment, and the group metadata record."""
         if self.listener is not None and group.members:
@@ -323,8 +311,8 @@ class GroupCoordinator:
             all_topics = await self.backend.list_topics()
             for m in group.members.values():
                 if m.pattern is not None and not m.manual:
-                    m.topics = _matching(m.pattern, all_topics)
-        counts = await self._partition_counts(group.subscribed_topics())
+                    m.topics = match_topics(m.pattern, all_topics)
+        counts = await partition_counts(self.backend, group.subscribed_topics())
         now = self.clock.now_ms()
         old_generation = group.generation
         group.prepare_rebalance(now)
@@ -333,30 +321,30 @@ class GroupCoordinator:
             revoked = group.complete_sync(compute_assignment(group, self.assignor, counts), now)
             if self.listener is not None:
                 for member_id, tps in revoked.items():
-                    if tps:
-                        self.listener.on_revoked(group, group.members[member_id], tps)
-        log.info("group %s rebalanced (%s): generation %d -> %d, state %s",
-                 group.group_id, reason, old_generation, group.generation, group.state.value)
+                    self.listener.on_assignment_changed(group, group.members[member_id], tps)
+        log.info(
+            "group %s rebalanced (%s): generation %d -> %d, state %s",
+            group.group_id,
+            reason,
+            old_generation,
+            group.generation,
+            group.state.value,
+        )
         await self._append(group.partition, [group_metadata_record(group, now)])
 
-    async def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for topic in sorted(topics):
-            count = await self.backend.partition_count(topic)
-            if count is not None:
-                counts[topic] = count
-        return counts
-
-    async def persist_member(self, group_id: str, member_id: str,
-                             change: Callable[[Member], frozenset[TopicPartition]]) -> None:
+    async def persist_member(
+        self, group_id: str, member_id: str, change: Callable[[Member], frozenset[TopicPartition]]
+    ) -> None:
         """Apply a change that does not concern the assignor (a manual assignment) and
         write the group snapshot. ``change`` returns the partitions the member lost."""
         group, member = await self.find_member(group_id, member_id)
         async with self._group_locks[group_id]:
             self._check_alive(group)
+            if group.members.get(member_id) is not member:
+                raise ConsumerInstanceNotFoundError(f"Consumer instance {member_id!r} not found.")
             revoked = change(member)
-            if revoked and self.listener is not None:
-                self.listener.on_revoked(group, member, revoked)
+            if self.listener is not None:
+                self.listener.on_assignment_changed(group, member, revoked)
             await self._append(group.partition, [group_metadata_record(group, self.clock.now_ms())])
 
     # --- offsets ----------------------------------------------------------------------
@@ -374,30 +362,26 @@ class GroupCoordinator:
             if len(metadata) > self.offset_metadata_max_bytes:
                 raise OffsetMetadataTooLargeError(
                     f"metadata for {tp.topic}-{tp.partition} exceeds "
-                    f"{self.offset_metadata_max_bytes} bytes")
+                    f"{self.offset_metadata_max_bytes} bytes"
+                )
         if not offsets:
             return
-        await self._check_partitions_exist(offsets)
+        await check_partitions(self.backend, offsets)
         group = await self.group(group_id, create=member_id is None)
         if group is None or (member_id is not None and member_id not in group.members):
             raise ConsumerInstanceNotFoundError(
-                f"Consumer instance {member_id!r} not found in group {group_id!r}.")
+                f"Consumer instance {member_id!r} not found in group {group_id!r}."
+            )
         self._check_alive(group)
         now = self.clock.now_ms()
-        entries = {TopicPartition(*tp): CommittedOffset(off, meta, now)
-                   for tp, (off, meta) in offsets.items()}
+        entries = {
+            TopicPartition(*tp): CommittedOffset(off, meta, now)
+            for tp, (off, meta) in offsets.items()
+        }
         records = [offset_commit_record(group_id, tp, c) for tp, c in entries.items()]
-        await self._append(group.partition, records, on_success=lambda: group.offsets.update(entries))
-
-    async def _check_partitions_exist(self, tps: Iterable[TopicPartition]) -> None:
-        counts: dict[str, int | None] = {}
-        for topic, partition in tps:
-            if topic not in counts:
-                counts[topic] = await self.backend.partition_count(topic)
-            count = counts[topic]
-            if count is None or not 0 <= partition < count:
-                raise UnknownTopicOrPartitionError(
-                    f"This server does not host this topic-partition: {topic}-{partition}")
+        await self._append(
+            group.partition, records, on_success=lambda: group.offsets.update(entries)
+        )
 
     async def committed(
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None
@@ -441,8 +425,12 @@ class GroupCoordinator:
 
     # --- the log ----------------------------------------------------------------------
 
-    async def _append(self, partition: int, records: list[NewRecord],
-                      on_success: Callable[[], object] | None = None) -> int:
+    async def _append(
+        self,
+        partition: int,
+        records: list[NewRecord],
+        on_success: Callable[[], object] | None = None,
+    ) -> int:
         batch = bytes(build_batch(records, now_ms=self.clock.now_ms()))
         async with self._write_locks[partition]:
             try:
@@ -451,13 +439,8 @@ class GroupCoordinator:
                 with contextlib.suppress(Exception):
                     self.on_resign(partition)
                 raise NotCoordinatorError(
-                    f"this broker no longer leads __consumer_offsets-{partition}") from exc
+                    f"this broker no longer leads __consumer_offsets-{partition}"
+                ) from exc
             if on_success is not None:
                 on_success()
             return offset
-
-
-def _matching(pattern: str, topics: Iterable[str]) -> tuple[str, ...]:
-    """Topics ``pattern`` matches as a whole (Java ``matches()``), internal ones excluded."""
-    regex = re.compile(pattern)
-    return tuple(sorted(t for t in topics if not is_internal_topic(t) and regex.fullmatch(t)))

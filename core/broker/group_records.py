@@ -46,15 +46,19 @@ _USER_DATA_VERSION = 1
 # --- writing ---------------------------------------------------------------------------
 
 
-def offset_commit_record(group_id: str, tp: TopicPartition, committed: CommittedOffset) -> NewRecord:
+def offset_commit_record(
+    group_id: str, tp: TopicPartition, committed: CommittedOffset
+) -> NewRecord:
     key = codec.encode_offset_commit_key(codec.OffsetCommitKey(group_id, tp.topic, tp.partition))
-    value = codec.encode_offset_commit_value(codec.OffsetCommitValue(
-        offset=committed.offset,
-        leader_epoch=committed.leader_epoch,
-        metadata=committed.metadata,
-        commit_timestamp=committed.commit_timestamp,
-        expire_timestamp=committed.expire_timestamp,
-    ))
+    value = codec.encode_offset_commit_value(
+        codec.OffsetCommitValue(
+            offset=committed.offset,
+            leader_epoch=committed.leader_epoch,
+            metadata=committed.metadata,
+            commit_timestamp=committed.commit_timestamp,
+            expire_timestamp=committed.expire_timestamp,
+        )
+    )
     return NewRecord(value=value, key=key, timestamp=committed.commit_timestamp)
 
 
@@ -65,14 +69,16 @@ def offset_tombstone(group_id: str, tp: TopicPartition, now_ms: int) -> NewRecor
 
 def group_metadata_record(group: Group, now_ms: int) -> NewRecord:
     key = codec.encode_group_metadata_key(codec.GroupMetadataKey(group.group_id))
-    value = codec.encode_group_metadata_value(codec.GroupMetadataValue(
-        protocol_type=group.protocol_type or CONSUMER_PROTOCOL_TYPE,
-        generation=group.generation,
-        protocol=group.protocol,
-        leader=group.leader_id,
-        current_state_timestamp=group.state_timestamp_ms,
-        members=tuple(_member_metadata(m) for m in group.members.values()),
-    ))
+    value = codec.encode_group_metadata_value(
+        codec.GroupMetadataValue(
+            protocol_type=group.protocol_type or CONSUMER_PROTOCOL_TYPE,
+            generation=group.generation,
+            protocol=group.protocol,
+            leader=group.leader_id,
+            current_state_timestamp=group.state_timestamp_ms,
+            members=tuple(_member_metadata(m) for m in group.members.values()),
+        )
+    )
     return NewRecord(value=value, key=key, timestamp=now_ms)
 
 
@@ -83,9 +89,14 @@ def group_tombstone(group_id: str, now_ms: int) -> NewRecord:
 
 def _member_metadata(m: Member) -> codec.MemberMetadata:
     user_data = json.dumps(
-        {"franz": _USER_DATA_VERSION, "pattern": m.pattern, "manual": m.manual,
-         "properties": m.properties},
-        separators=(",", ":"), sort_keys=True,
+        {
+            "franz": _USER_DATA_VERSION,
+            "pattern": m.pattern,
+            "manual": m.manual,
+            "properties": m.properties,
+        },
+        separators=(",", ":"),
+        sort_keys=True,
     ).encode()
     return codec.MemberMetadata(
         member_id=m.member_id,
@@ -125,8 +136,12 @@ class PartitionLoader:
                 self.skipped += 1  # KIP-848 records: not for a classic coordinator
         except codec.CorruptOffsetsRecordError as exc:
             self.skipped += 1
-            log.warning("__consumer_offsets-%d: skipping record at offset %d: %s",
-                        self.partition, record.offset, exc)
+            log.warning(
+                "__consumer_offsets-%d: skipping record at offset %d: %s",
+                self.partition,
+                record.offset,
+                exc,
+            )
 
     def _apply_offset(self, key: codec.OffsetCommitKey, value: bytes | None) -> None:
         slot = (key.group, TopicPartition(key.topic, key.partition))
@@ -134,8 +149,9 @@ class PartitionLoader:
             self.offsets.pop(slot, None)
             return
         v = codec.decode_offset_commit_value(value)
-        self.offsets[slot] = CommittedOffset(v.offset, v.metadata, v.commit_timestamp,
-                                             v.leader_epoch, v.expire_timestamp)
+        self.offsets[slot] = CommittedOffset(
+            v.offset, v.metadata, v.commit_timestamp, v.leader_epoch, v.expire_timestamp
+        )
 
     def _apply_group(self, group_id: str, value: bytes | None) -> None:
         if value is None:
@@ -191,7 +207,8 @@ def _member_from_metadata(meta: codec.MemberMetadata) -> Member:
         pattern=extra.get("pattern"),
         manual=bool(extra.get("manual", False)),
         assignment=tuple(TopicPartition(t, p) for t, p in assignment.partitions)
-        if assignment else (),
+        if assignment
+        else (),
         properties=dict(extra.get("properties") or {}),
     )
 

@@ -71,11 +71,15 @@ def filter_batch(
     now_ms: int,
     delete_retention_ms: int,
     retain_empty: bool,
+    mapped_end: int,
 ) -> FilteredBatch:
     """Apply compaction's keep rules to ``batch`` (whole batch bytes, ``header`` parsed).
 
     ``retain_empty``: keep an empty batch if every record goes (the batch is the last
-    one of an active producer). Control batches are copied unchanged.
+    one of an active producer). ``mapped_end``: the end of the offset map's range;
+    tombstones at or above it are kept even past their horizon, because older values
+    of their keys were not looked up in this cleaning and would reappear. Control
+    batches are copied unchanged.
     """
     unchanged = FilteredBatch(batch, 0, header.max_timestamp, header.last_offset)
     if header.is_control:
@@ -86,13 +90,12 @@ def filter_batch(
     has_tombstone = False
     for rec in codec.iter_batch_records(batch):
         offset, _ts, _tt, key, value, _headers = rec
-        if key is None or not is_latest(offset, key):
+        expired_tombstone = value is None and not retain_tombstones and offset < mapped_end
+        if key is None or expired_tombstone or not is_latest(offset, key):
             removed += 1
-        elif value is None and not retain_tombstones:
-            removed += 1
-        else:
-            kept.append(rec)
-            has_tombstone = has_tombstone or value is None
+            continue
+        kept.append(rec)
+        has_tombstone = has_tombstone or value is None
     set_horizon = has_tombstone and not header.has_delete_horizon
     if removed == 0 and not set_horizon:
         return unchanged

@@ -59,6 +59,25 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+def check_meta(
+    props: Mapping[str, str], *, broker_id: int | None, cluster_id: str | None, where: Path
+) -> tuple[int | None, str | None]:
+    """Merge the ids of a ``meta.properties`` with those already known: KafkaStorageError
+    if they disagree (Kafka's InconsistentBrokerId / InconsistentClusterId)."""
+    found_broker = int(props["broker.id"]) if props.get("broker.id", "").isdigit() else None
+    if found_broker is not None and broker_id not in (None, found_broker):
+        raise KafkaStorageError(
+            f"broker.id {found_broker} in {where / META_PROPERTIES} does not match this "
+            f"broker's id {broker_id}"
+        )
+    found_cluster = props.get("cluster.id") or None
+    if found_cluster is not None and cluster_id not in (None, found_cluster):
+        raise KafkaStorageError(
+            f"cluster.id {found_cluster} in {where / META_PROPERTIES} does not match {cluster_id}"
+        )
+    return (broker_id if found_broker is None else found_broker), (cluster_id or found_cluster)
+
+
 class LogDir:
     """One log directory. Not thread-safe; ``LogManager`` serialises access."""
 

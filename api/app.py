@@ -1,0 +1,61 @@
+"""``create_app(broker)``: the FastAPI application of one broker.
+
+Routers: v2 at the root (``api.v2``). Error handlers: ``api.errors``. OpenAPI at
+``/openapi.json``, Swagger UI at ``/docs``; request and response shapes come from
+``api.v2.schemas``. Internal (broker-to-broker) routers must be included with
+``include_in_schema=False``. The broker is started and stopped by the caller
+(``app.server``); the app only reads it from ``app.state.broker``.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+
+from api import v2
+from api.errors import install_error_handlers
+from api.openapi import install_openapi
+from api.responses import KafkaV2Response
+from api.v2.schemas import OPENAPI_SCHEMAS
+
+if TYPE_CHECKING:
+    from core.broker.broker import Broker
+
+DESCRIPTION = """\
+A Kafka-style broker whose clients speak HTTP. The v2 API is compatible with Confluent
+REST Proxy v2 (content types `application/vnd.kafka[.binary|.json].v2+json`, error body
+`{"error_code": N, "message": "..."}`).
+
+franz extensions: consumed records carry `timestamp`, `timestamp_type` and `headers`;
+long-poll reads answer as soon as data is there; unknown topics fail at once with
+404 / 40401; plain `application/json` means the json embedded format; produce takes
+`acks` and `strict` query parameters and per-record `headers` and `timestamp`; the
+stateless range read `GET /topics/{topic}/partitions/{partition}/records`.
+"""
+
+
+def _version() -> str:
+    try:
+        return version("franz")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0"
+
+
+def create_app(broker: Broker) -> FastAPI:
+    """The HTTP API over a started ``broker``."""
+    app = FastAPI(
+        title="franz",
+        version=_version(),
+        description=DESCRIPTION,
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+        default_response_class=KafkaV2Response,
+    )
+    app.state.broker = broker
+    install_error_handlers(app)
+    app.include_router(v2.router)
+    install_openapi(app, OPENAPI_SCHEMAS)
+    return app

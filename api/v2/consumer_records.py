@@ -1,0 +1,125 @@
+"""v2 ``GET /consumers/{group}/instances/{instance}/records``: the long-poll read.
+
+Accept must match the instance's format (``api.content_types.records_format``;
+mismatch 406 / 40601). ``timeout`` (ms) can only shorten the instance's
+``consumer.request.timeout.ms``; ``max_bytes`` caps the answer. Both <= 0 or missing
+mean the instance's defaults. The broker answers as soon as a record is available
+(no spurious empty reads, a record larger than ``max_bytes`` still comes back).
+
+A json-format instance that meets bytes which are not JSON returns the records before
+the bad one, and moves that partition's position back to it; when the bad record comes
+first the read fails with 408 / 40801 (Confluent's serialization error) naming it, and
+the client may seek past it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from api.content_types import EmbeddedFormat, records_format
+from api.deps import consumers_of
+from api.errors import ApiError, ErrorCode
+from api.openapi import errors, records_ok
+from api.v2.consumers import INSTANCE
+from api.v2.embedded import NotJsonError, Polled, render_records
+from core.broker.types import TopicPartition
+
+router = APIRouter(tags=["v2 consumers"])
+
+BINARY_EXAMPLE = [
+    {
+        "topic": "orders",
+        "key": "a2V5",
+        "value": "Y29uZmx1ZW50",
+        "partition": 1,
+        "offset": 100,
+        "timestamp": 1727784000000,
+        "timestamp_type": "CreateTime",
+        "headers": [{"key": "trace-id", "value": "MTIz"}],
+    }
+]
+JSON_EXAMPLE = [
+    {
+        "topic": "orders",
+        "key": "user-1",
+        "value": {"clicks": 3},
+        "partition": 1,
+        "offset": 101,
+        "timestamp": 1727784000000,
+        "timestamp_type": "CreateTime",
+        "headers": [],
+    }
+]
+
+TimeoutParam = Annotated[
+    int | None, Query(description="max wait in ms (only shortens the instance's timeout)")
+]
+MaxBytesParam = Annotated[int | None, Query(description="cap on key+value bytes returned")]
+
+
+def instance_format(info: Any) -> EmbeddedFormat:
+    raw = info.format
+    return EmbeddedFormat(str(getattr(raw, "value", raw)).lower())
+
+
+def not_json_error(exc: NotJsonError) -> ApiError:
+    return ApiError(
+        408, ErrorCode.SERIALIZATION_ERROR, f"Error deserializing key/value as JSON: {exc}"
+    )
+
+
+def render_until_bad_json(
+    fmt: EmbeddedFormat, items: Sequence[Polled]
+) -> tuple[list[dict[str, Any]], dict[TopicPartition, int], NotJsonError | None]:
+    """(rendered records, {partition: offset of its first non-JSON record}, first error).
+
+    Records of a partition at or after its bad record are dropped; other partitions
+    are kept."""
+    bad: dict[TopicPartition, int] = {}
+    first: NotJsonError | None = None
+    rows = items
+    while True:
+        try:
+            return render_records(fmt, rows), bad, first
+        except NotJsonError as exc:
+            first = first or exc
+            tp = TopicPartition(exc.topic, exc.partition)
+            bad[tp] = exc.offset
+            rows = [x for x in rows if not (x[0] == tp and x[1].offset >= exc.offset)]
+
+
+def _positive(value: int | None) -> int | None:
+    return value if value is not None and value > 0 else None
+
+
+@router.get(
+    INSTANCE + "/records",
+    summary="Read records (long poll)",
+    description="Answers as soon as records are available, else after `timeout`. "
+    "Records also carry `timestamp`, `timestamp_type` and `headers` (franz extensions).",
+    responses={**records_ok(BINARY_EXAMPLE, JSON_EXAMPLE), **errors(404, 406, 500)},
+)
+async def read_records(
+    group: str,
+    instance: str,
+    request: Request,
+    timeout: TimeoutParam = None,
+    max_bytes: MaxBytesParam = None,
+) -> Response:
+    consumers = consumers_of(request)
+    info = consumers.get(group, instance)
+    fmt, media = records_format(request.headers.get("accept"), instance_format(info))
+    polled = await consumers.poll(
+        group, instance, timeout_ms=_positive(timeout), max_bytes=_positive(max_bytes)
+    )
+    rows, bad, first = render_until_bad_json(fmt, polled)
+    if bad:
+        await consumers.seek(group, instance, bad)
+        if not rows and first is not None:
+            raise not_json_error(first)
+    return Response(orjson.dumps(rows), media_type=media)

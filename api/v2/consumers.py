@@ -1,0 +1,231 @@
+"""v2 consumer instances: create, delete, subscription and manual assignment
+(rest-api-reference §2.4). Instances are members of their group, held by the group
+coordinator (``broker.consumers``), so any broker serves them and they survive a restart.
+
+Create validates the settings Confluent takes (same names and aliases):
+``format`` binary | json (case-insensitive; avro, jsonschema, protobuf need a Schema
+Registry franz lacks; anything else is "Invalid format type."): 422 / 42204;
+``auto.offset.reset`` earliest | latest | none: 422 / 42204; ``auto.commit.enable``
+"true" | "false" (or a JSON boolean): 422 / 42204; ``fetch.min.bytes`` outside
+[-1, 10000000]: 422 / 40001 (Confluent, sic); ``consumer.request.timeout.ms`` < 0 or a
+``name`` containing "/": 422 / 42204.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from api.content_types import SUPPORTED_FORMATS, EmbeddedFormat
+from api.deps import broker_of, consumers_of
+from api.errors import ApiError, ErrorCode
+from api.openapi import errors, json_body, ok
+from api.responses import check_accept, no_content, v2_json
+from api.v2.body import read_json, require_json
+from api.v2.schemas import CREATE_CONSUMER, PARTITIONS, SUBSCRIPTION
+from core.broker.types import TopicPartition
+
+router = APIRouter(tags=["v2 consumers"], dependencies=[Depends(check_accept)])
+
+INSTANCE = "/consumers/{group}/instances/{instance}"
+_FETCH_MIN_BYTES_MAX = 10_000_000
+_OFFSET_RESETS = ("earliest", "latest", "none")
+_TPS_EXAMPLE = {
+    "partitions": [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 1}]
+}
+
+
+def _invalid(message: str) -> ApiError:
+    return ApiError(
+        422, ErrorCode.INVALID_CONSUMER_CONFIG, f"Invalid consumer configuration: {message}"
+    )
+
+
+def _format(raw: str | None) -> str:
+    if raw is None:
+        return EmbeddedFormat.BINARY.value
+    try:
+        fmt = EmbeddedFormat(raw.strip().lower())
+    except ValueError:
+        raise ApiError(422, ErrorCode.INVALID_CONSUMER_CONFIG, "Invalid format type.") from None
+    if fmt not in SUPPORTED_FORMATS:
+        raise _invalid(
+            f"format {fmt.value} needs a Schema Registry, which is not configured; "
+            "use binary or json"
+        )
+    return fmt.value
+
+
+def _bool(raw: str | bool, name: str) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = raw.strip().lower()
+    if text not in ("true", "false"):
+        raise _invalid(f'{name} must be "true" or "false", not {raw!r}')
+    return text == "true"
+
+
+def create_kwargs(req: dict[str, Any]) -> dict[str, Any]:
+    """Validated create request -> keyword arguments of ``ConsumerManager.create``
+    (settings the client did not give are left to the broker's defaults)."""
+    name = req.get("id") or req.get("name")
+    if name is not None and ("/" in name or not name.strip()):
+        raise _invalid(f"name {name!r} must be non-empty and may not contain '/'")
+    kwargs: dict[str, Any] = {"name": name, "format": _format(req.get("format"))}
+    reset = req.get("auto.offset.reset")
+    if reset is not None:
+        if reset.strip().lower() not in _OFFSET_RESETS:
+            raise _invalid(
+                f"auto.offset.reset must be one of earliest, latest, none, not {reset!r}"
+            )
+        kwargs["auto_offset_reset"] = reset.strip().lower()
+    commit = req.get("auto.commit.enable")
+    if commit is not None:
+        kwargs["auto_commit"] = _bool(commit, "auto.commit.enable")
+    min_bytes = req.get("fetch.min.bytes", req.get("responseMinBytes"))
+    if min_bytes is not None:
+        if not -1 <= min_bytes <= _FETCH_MIN_BYTES_MAX:
+            raise ApiError(
+                422,
+                ErrorCode.FETCH_MIN_BYTES_OUT_OF_RANGE,
+                f"fetch.min.bytes must be between -1 and {_FETCH_MIN_BYTES_MAX}",
+            )
+        kwargs["fetch_min_bytes"] = min_bytes
+    wait = req.get("consumer.request.timeout.ms", req.get("requestWaitMs"))
+    if wait is not None:
+        if wait < 0:
+            raise _invalid("consumer.request.timeout.ms may not be negative")
+        kwargs["request_timeout_ms"] = wait
+    return kwargs
+
+
+def base_uri(request: Request, group: str, instance_id: str) -> str:
+    """Absolute URL of the instance: ``advertised.host`` when configured, else the
+    scheme, host and port the request came in on."""
+    config = broker_of(request).config
+    advertised = str(config["advertised.host"] or "")
+    if advertised:
+        base = f"{request.url.scheme}://{advertised}:{config['port']}{request.scope.get('root_path', '')}/"
+    else:
+        base = str(request.base_url)
+    return f"{base}consumers/{quote(group, safe='')}/instances/{quote(instance_id, safe='')}"
+
+
+def topic_partitions(rows: list[Any]) -> list[TopicPartition]:
+    return [TopicPartition(r["topic"], r["partition"]) for r in rows]
+
+
+@router.post(
+    "/consumers/{group}",
+    summary="Create a consumer instance in a group",
+    openapi_extra=json_body(
+        "CreateConsumerRequest",
+        {
+            "name": "my_consumer",
+            "format": "json",
+            "auto.offset.reset": "earliest",
+            "auto.commit.enable": "false",
+        },
+        required=False,
+        description="All fields optional; an empty body means all defaults.",
+    ),
+    responses={
+        **ok(
+            "CreateConsumerResponse",
+            {
+                "instance_id": "my_consumer",
+                "base_uri": "http://localhost:8082/consumers/my_group/instances/my_consumer",
+            },
+        ),
+        **errors(400, 409, 415, 422),
+    },
+)
+async def create_consumer(group: str, request: Request) -> Response:
+    req = await read_json(request, CREATE_CONSUMER) or {}
+    info = await consumers_of(request).create(group, **create_kwargs(dict(req)))
+    instance_id = info.instance_id
+    return v2_json(
+        request, {"instance_id": instance_id, "base_uri": base_uri(request, group, instance_id)}
+    )
+
+
+@router.delete(
+    INSTANCE,
+    status_code=204,
+    summary="Delete a consumer instance",
+    responses={**ok(None, status=204, description="Deleted"), **errors(404)},
+)
+async def delete_consumer(group: str, instance: str, request: Request) -> Response:
+    await consumers_of(request).delete(group, instance)
+    return no_content()
+
+
+@router.post(
+    INSTANCE + "/subscription",
+    status_code=204,
+    summary="Subscribe to topics or a pattern",
+    description="`topics` wins when both are given; replaces the previous subscription.",
+    openapi_extra=json_body("SubscriptionRequest", {"topics": ["orders", "payments"]}),
+    responses={**ok(None, status=204, description="Subscribed"), **errors(400, 404, 409, 415, 422)},
+)
+async def subscribe(group: str, instance: str, request: Request) -> Response:
+    req = await require_json(request, SUBSCRIPTION)
+    topics, pattern = req.get("topics"), req.get("topic_pattern")
+    if topics:
+        await consumers_of(request).subscribe(group, instance, topics=list(topics))
+    elif pattern:
+        await consumers_of(request).subscribe(group, instance, pattern=pattern)
+    else:
+        raise ApiError(
+            422,
+            ErrorCode.UNPROCESSABLE_ENTITY,
+            "topics or topic_pattern is required and may not be empty",
+        )
+    return no_content()
+
+
+@router.get(
+    INSTANCE + "/subscription",
+    summary="Current subscription",
+    responses={**ok("SubscriptionOut", {"topics": ["orders", "payments"]}), **errors(404)},
+)
+async def get_subscription(group: str, instance: str, request: Request) -> Response:
+    topics = await consumers_of(request).subscription(group, instance)
+    return v2_json(request, {"topics": list(topics)})
+
+
+@router.delete(
+    INSTANCE + "/subscription",
+    status_code=204,
+    summary="Unsubscribe from all",
+    responses={**ok(None, status=204, description="Unsubscribed"), **errors(404)},
+)
+async def unsubscribe(group: str, instance: str, request: Request) -> Response:
+    await consumers_of(request).unsubscribe(group, instance)
+    return no_content()
+
+
+@router.post(
+    INSTANCE + "/assignments",
+    status_code=204,
+    summary="Assign partitions manually",
+    openapi_extra=json_body("PartitionsRequest", _TPS_EXAMPLE),
+    responses={**ok(None, status=204, description="Assigned"), **errors(400, 404, 409, 415, 422)},
+)
+async def assign(group: str, instance: str, request: Request) -> Response:
+    req = await require_json(request, PARTITIONS)
+    await consumers_of(request).assign(group, instance, topic_partitions(req["partitions"]))
+    return no_content()
+
+
+@router.get(
+    INSTANCE + "/assignments",
+    summary="Current assignment (manual or from the group)",
+    responses={**ok("AssignmentsOut", _TPS_EXAMPLE), **errors(404)},
+)
+async def get_assignments(group: str, instance: str, request: Request) -> Response:
+    tps = await consumers_of(request).assignment(group, instance)
+    return v2_json(request, {"partitions": [{"topic": t, "partition": p} for t, p in tps]})

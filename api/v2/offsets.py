@@ -1,0 +1,202 @@
+"""v2 consumer positions and offsets: seek, commit, committed (rest-api-reference §2.4).
+
+Commit semantics are Confluent's: the client sends the offset of the last record it
+processed and franz commits ``offset + 1``; reading committed offsets returns the stored
+(next-to-read) value, so committing 20 reads back 21. An empty commit body commits the
+instance's current positions. Commit answers 200 with ``[]``. ``GET .../offsets`` needs a
+JSON body listing partitions; without one it is 404 / 40402 (Confluent, odd but real).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import Response
+
+from api.deps import consumers_of
+from api.errors import ApiError, ErrorCode
+from api.openapi import errors, json_body, ok
+from api.responses import check_accept, no_content, v2_json
+from api.v2.body import read_json, require_json
+from api.v2.consumers import INSTANCE, topic_partitions
+from api.v2.schemas import COMMIT, PARTITIONS, POSITIONS
+from core.broker.types import TopicPartition
+
+router = APIRouter(tags=["v2 consumers"], dependencies=[Depends(check_accept)])
+
+_TPS_EXAMPLE = {"partitions": [{"topic": "orders", "partition": 0}]}
+
+
+def timestamp_ms(raw: str | int, where: str) -> int:
+    """ISO-8601 (naive means UTC) or epoch milliseconds -> epoch milliseconds."""
+    if isinstance(raw, int):
+        return raw
+    try:
+        dt = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise ApiError(
+            400, ErrorCode.BAD_REQUEST, f"{where}={raw!r} is not an ISO-8601 date-time"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def commit_offsets(rows: list[Any]) -> dict[TopicPartition, tuple[int, str]]:
+    """Request rows -> ``{tp: (offset + 1, metadata)}``."""
+    return {
+        TopicPartition(r["topic"], r["partition"]): (r["offset"] + 1, r.get("metadata") or "")
+        for r in rows
+    }
+
+
+@router.post(
+    INSTANCE + "/positions",
+    status_code=204,
+    summary="Seek to offsets and/or timestamps",
+    description="`offset` is the next offset to read; `timestamp` (ISO-8601, or epoch ms "
+    "as a franz extension) seeks to the first record at or after that time.",
+    openapi_extra=json_body(
+        "PositionsRequest",
+        {
+            "offsets": [{"topic": "orders", "partition": 0, "offset": 20}],
+            "timestamps": [
+                {"topic": "orders", "partition": 1, "timestamp": "2024-10-01T12:00:00Z"}
+            ],
+        },
+    ),
+    responses={
+        **ok(None, status=204, description="Positions set"),
+        **errors(400, 404, 409, 415, 422),
+    },
+)
+async def seek(group: str, instance: str, request: Request) -> Response:
+    req = await require_json(request, POSITIONS)
+    consumers = consumers_of(request)
+    offsets = req.get("offsets") or []
+    stamps = req.get("timestamps") or []
+    if offsets:
+        await consumers.seek(
+            group,
+            instance,
+            {TopicPartition(r["topic"], r["partition"]): r["offset"] for r in offsets},
+        )
+    if stamps:
+        await consumers.seek_to_timestamp(
+            group,
+            instance,
+            {
+                TopicPartition(r["topic"], r["partition"]): timestamp_ms(
+                    r["timestamp"], f"timestamps[{i}].timestamp"
+                )
+                for i, r in enumerate(stamps)
+            },
+        )
+    return no_content()
+
+
+@router.post(
+    INSTANCE + "/positions/beginning",
+    status_code=204,
+    summary="Seek partitions to their first offset",
+    openapi_extra=json_body("PartitionsRequest", _TPS_EXAMPLE),
+    responses={
+        **ok(None, status=204, description="Positions set"),
+        **errors(400, 404, 409, 415, 422),
+    },
+)
+async def seek_to_beginning(group: str, instance: str, request: Request) -> Response:
+    req = await require_json(request, PARTITIONS)
+    await consumers_of(request).seek_to_beginning(
+        group, instance, topic_partitions(req["partitions"])
+    )
+    return no_content()
+
+
+@router.post(
+    INSTANCE + "/positions/end",
+    status_code=204,
+    summary="Seek partitions to their end (the high watermark)",
+    openapi_extra=json_body("PartitionsRequest", _TPS_EXAMPLE),
+    responses={
+        **ok(None, status=204, description="Positions set"),
+        **errors(400, 404, 409, 415, 422),
+    },
+)
+async def seek_to_end(group: str, instance: str, request: Request) -> Response:
+    req = await require_json(request, PARTITIONS)
+    await consumers_of(request).seek_to_end(group, instance, topic_partitions(req["partitions"]))
+    return no_content()
+
+
+@router.post(
+    INSTANCE + "/offsets",
+    summary="Commit offsets (last processed offset; franz stores offset + 1)",
+    description="An empty body commits the instance's current positions.",
+    openapi_extra=json_body(
+        "CommitRequest",
+        {
+            "offsets": [
+                {"topic": "orders", "partition": 0, "offset": 20},
+                {"topic": "orders", "partition": 1, "offset": 30, "metadata": "m"},
+            ]
+        },
+        required=False,
+    ),
+    responses={
+        200: {
+            "description": "Committed; the body is `[]`",
+            "content": {
+                "application/vnd.kafka.v2+json": {
+                    "schema": {"type": "array", "maxItems": 0},
+                    "example": [],
+                }
+            },
+        },
+        **errors(400, 404, 409, 415, 422, 500),
+    },
+)
+async def commit(
+    group: str,
+    instance: str,
+    request: Request,
+    async_: Annotated[str | None, Query(alias="async", description="accepted, ignored")] = None,
+) -> Response:
+    req = await read_json(request, COMMIT)
+    offsets = None if req is None else commit_offsets(req["offsets"])
+    await consumers_of(request).commit(group, instance, offsets)
+    return v2_json(request, [])
+
+
+@router.get(
+    INSTANCE + "/offsets",
+    summary="Committed offsets of partitions (GET with a JSON body)",
+    description="The body lists the partitions; partitions without a commit are left out.",
+    openapi_extra=json_body("PartitionsRequest", _TPS_EXAMPLE),
+    responses={
+        **ok(
+            "CommittedOffsetsOut",
+            {"offsets": [{"topic": "orders", "partition": 0, "offset": 21, "metadata": ""}]},
+        ),
+        **errors(400, 404, 415, 422),
+    },
+)
+async def committed(group: str, instance: str, request: Request) -> Response:
+    req = await read_json(request, PARTITIONS)
+    if req is None:
+        raise ApiError(404, ErrorCode.PARTITION_NOT_FOUND, "Partition not found.")
+    tps = topic_partitions(req["partitions"])
+    found = await consumers_of(request).committed(group, instance, tps)
+    rows = [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "offset": found[tp][0],
+            "metadata": found[tp][1] or "",
+        }
+        for tp in dict.fromkeys(tps)
+        if tp in found
+    ]
+    return v2_json(request, {"offsets": rows})

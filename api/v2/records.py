@@ -1,0 +1,90 @@
+"""franz extension: the stateless range read, for tools and Spark.
+
+``GET /topics/{topic}/partitions/{partition}/records?offset=&max_bytes=&timeout=&count=``
+
+Records with offset >= ``offset`` below the high watermark, in the same shape as a
+consumer instance's ``GET .../records`` (binary unless Accept asks for json). No
+consumer, no group, nothing committed.
+
+- ``offset`` (required, >= 0); outside [log start offset, high watermark]: 416 / 41601.
+- ``max_bytes``: cap on the answer (default and ceiling: ``consumer.request.max.bytes``);
+  the first record comes back even when it is larger, so a reader always progresses.
+- ``timeout``: ms to wait when no record is available yet (default 0, max 300000); the
+  answer comes as soon as one arrives.
+- ``count``: at most this many records.
+
+Response headers: ``X-Franz-Next-Offset`` (the offset to ask for next),
+``X-Franz-High-Watermark``, ``X-Franz-Log-Start-Offset``. Unknown topic 404 / 40401,
+unknown partition 404 / 40402, immediately.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import orjson
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from api.content_types import range_read_format
+from api.deps import broker_of
+from api.openapi import errors, records_ok
+from api.v2.consumer_records import (
+    BINARY_EXAMPLE,
+    JSON_EXAMPLE,
+    not_json_error,
+    render_until_bad_json,
+)
+from core.broker.types import TopicPartition
+
+router = APIRouter(tags=["v2 records (franz)"])
+
+MAX_TIMEOUT_MS = 300_000
+_HEADERS_DOC = {
+    "X-Franz-Next-Offset": {"description": "offset to read next", "schema": {"type": "integer"}},
+    "X-Franz-High-Watermark": {"description": "high watermark", "schema": {"type": "integer"}},
+    "X-Franz-Log-Start-Offset": {"description": "log start offset", "schema": {"type": "integer"}},
+}
+
+
+def _responses() -> dict[int | str, dict[str, object]]:
+    out: dict[int | str, dict[str, object]] = {
+        **records_ok(BINARY_EXAMPLE, JSON_EXAMPLE),
+        **errors(400, 404, 406, 416),
+    }
+    out[200]["headers"] = _HEADERS_DOC
+    return out
+
+
+@router.get(
+    "/topics/{topic}/partitions/{partition}/records",
+    summary="Read a range of a partition without a consumer (franz)",
+    responses=_responses(),
+)
+async def read_range(
+    topic: str,
+    partition: int,
+    request: Request,
+    offset: Annotated[int, Query(ge=0, description="first offset to return")],
+    max_bytes: Annotated[int | None, Query(ge=1, description="cap on bytes returned")] = None,
+    timeout: Annotated[int, Query(ge=0, le=MAX_TIMEOUT_MS, description="max wait, ms")] = 0,
+    count: Annotated[int | None, Query(ge=1, description="at most this many records")] = None,
+) -> Response:
+    fmt, media = range_read_format(request.headers.get("accept"))
+    broker = broker_of(request)
+    cap = int(broker.config["consumer.request.max.bytes"])
+    result = await broker.fetch(
+        topic, partition, offset, max_bytes=min(max_bytes or cap, cap), max_wait_ms=timeout
+    )
+    records = result.records if count is None else result.records[:count]
+    tp = TopicPartition(topic, partition)
+    rows, _bad, first = render_until_bad_json(fmt, [(tp, r) for r in records])
+    if not rows and first is not None:
+        raise not_json_error(first)
+    next_offset = rows[-1]["offset"] + 1 if rows else result.next_offset
+    headers = {
+        "X-Franz-Next-Offset": str(next_offset),
+        "X-Franz-High-Watermark": str(result.high_watermark),
+        "X-Franz-Log-Start-Offset": str(result.log_start_offset),
+    }
+    return Response(orjson.dumps(rows), media_type=media, headers=headers)

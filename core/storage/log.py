@@ -1,0 +1,530 @@
+"""The partition log: an ordered list of segments with a log start offset, a log end
+offset (LEO) and a recovery point (Kafka's ``UnifiedLog`` + ``LocalLog``).
+
+Invariants, kept by every method:
+
+- ``log_start_offset <= log_end_offset``; ``recovery_point <= log_end_offset``.
+- Segments are sorted by base offset and the last one is the active segment; the LEO
+  is the active segment's ``next_offset()``.
+- ``size_in_bytes`` is the sum of the segment sizes (kept incrementally).
+- The leader-epoch cache has no entry at or above the LEO, nor below the log start.
+
+Durability: appends are written with ``write`` and not fsynced. A roll calls
+``on_roll(log, new_base_offset)`` if the owner passed one (it should schedule
+``flush(new_base_offset)`` off the event loop, as Kafka does); without it the rolled
+segment is flushed synchronously. ``flush.messages`` is applied inline after appends;
+``flush.ms`` is the owner's job (``core.storage.flusher``).
+
+Deleted segments are renamed to ``.deleted`` and removed immediately, not after
+``file.delete.delay.ms``: nothing in franz reads a deleted segment through an old
+handle (reads go through this object), so there is nothing to wait for.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import random
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core.clock import Clock
+from core.storage import log_loader
+from core.storage.errors import (
+    CorruptCheckpointError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+)
+from core.storage.leader_epoch import LeaderEpochCache
+from core.storage.log_validator import (
+    LOG_APPEND_TIME_NAME,
+    ValidatedAppend,
+    as_buffer,
+    assign_offsets,
+    validate_client_batches,
+    validate_replicated_batches,
+)
+from core.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+
+if TYPE_CHECKING:
+    from core.storage.config import LogConfig
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+RollCallback = Callable[["PartitionLog", int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append wrote. ``log_append_time`` is -1 unless the topic uses
+    LogAppendTime. An empty append has ``num_records == 0`` and ``last_offset ==
+    first_offset - 1``."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time: int
+    num_records: int
+    size: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    """Whole batches read from the log (the first may start below the requested offset)."""
+
+    data: bytes
+    first_offset: int  # base offset of the first batch, or the requested offset if empty
+    high_offset: int  # offset just after the last batch returned
+
+
+class PartitionLog:
+    """One partition's log in ``<log dir>/<topic>-<partition>``.
+
+    Lifecycle: ``PartitionLog.open`` loads (and if needed recovers) the directory;
+    ``close`` trims indexes and releases files; ``delete`` removes the directory.
+
+    Not thread-safe: the owner (``core.broker.partition.Partition``) serialises every
+    call. Blocking calls (``flush``, ``delete_segments``, ``replace_segments``,
+    ``delete``) are plain methods the broker runs off the event loop.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        epoch_cache: LeaderEpochCache,
+        clock: Clock,
+        on_roll: RollCallback | None = None,
+    ) -> None:
+        self.dir = directory
+        self.topic, self.partition = log_loader.parse_topic_partition(directory.name)
+        self.config = config
+        self.segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._clock = clock
+        self._rng = random.Random()
+        self.on_roll = on_roll
+        self.leader_epoch_cache = epoch_cache
+        self.log_end_offset = self.active_segment.next_offset()
+        self.log_start_offset = min(max(log_start_offset, segments[0].base_offset), self.log_end_offset)
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        self.size_in_bytes = sum(s.size for s in segments)
+        self.last_flush_ms = clock.now_ms()
+        self._dir_dirty = False
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+        clock: Clock,
+        on_roll: RollCallback | None = None,
+    ) -> PartitionLog:
+        """Load ``directory`` (created if missing); see ``core.storage.log_loader``."""
+        log_loader.parse_topic_partition(directory.name)
+        directory.mkdir(parents=True, exist_ok=True)
+        log_loader.remove_leftovers(directory, config, clock=clock)
+        epochs, rebuild_epochs = _load_epoch_cache(directory)
+        segments = log_loader.open_segments(directory, config, clock=clock)
+        segments = log_loader.recover_segments(
+            segments, config, recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown, epochs=epochs,
+        )  # fmt: skip
+        if not segments:
+            segments = [LogSegment.open(directory, log_start_offset, config, clock=clock)]
+        if rebuild_epochs:
+            _rebuild_epoch_cache(segments, epochs)
+        segments[-1].resize_indexes(config.segment_index_bytes)
+        plog = cls(
+            directory, config, segments=segments, log_start_offset=log_start_offset,
+            recovery_point=recovery_point, epoch_cache=epochs, clock=clock, on_roll=on_roll,
+        )  # fmt: skip
+        if clean_shutdown:
+            plog.recovery_point = plog.log_end_offset
+        epochs.truncate_from_end(plog.log_end_offset)
+        epochs.truncate_from_start(plog.log_start_offset)
+        epochs.flush()
+        log.info(
+            "loaded %s: segments=%d log_start=%d leo=%d recovery_point=%d",
+            directory.name, len(segments), plog.log_start_offset, plog.log_end_offset, plog.recovery_point,
+        )  # fmt: skip
+        return plog
+
+    # --- views -----------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def unflushed_messages(self) -> int:
+        """Offsets appended since the last flush (Kafka: LEO - recovery point)."""
+        return self.log_end_offset - self.recovery_point
+
+    def segment_for(self, offset: int) -> LogSegment | None:
+        """The segment whose range holds ``offset`` (floor by base offset)."""
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return self.segments[i] if i >= 0 else None
+
+    def non_active_segments(self) -> list[LogSegment]:
+        return self.segments[:-1]
+
+    def _where(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def update_config(self, config: LogConfig) -> None:
+        """Use ``config`` from now on (index sizes apply to segments created later)."""
+        self.config = config
+        for seg in self.segments:
+            seg.index_interval_bytes = config.index_interval_bytes
+
+    # --- appending -------------------------------------------------------------------
+
+    def append_as_leader(self, data: bytes | bytearray, *, leader_epoch: int) -> AppendInfo:
+        """Validate a produce payload (whole v2 batches), assign offsets from the LEO,
+        stamp ``leader_epoch`` and write it. Nothing is written if any batch is invalid.
+        A ``bytearray`` is patched in place; other buffers are copied first."""
+        now = self._clock.now_ms()
+        buf = as_buffer(data)
+        where = self._where()
+        batches = validate_client_batches(buf, self.config, now_ms=now, where=where)
+        if not batches:
+            return self._empty_append_info()
+        if len(buf) > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"the append to {where} is {len(buf)} bytes, more than segment.bytes "
+                f"({self.config.segment_bytes})"
+            )
+        log_append = self.config.message_timestamp_type == LOG_APPEND_TIME_NAME
+        append = assign_offsets(
+            buf, batches, first_offset=self.log_end_offset, leader_epoch=leader_epoch,
+            log_append_time_ms=now if log_append else None,
+        )  # fmt: skip
+        self._write(append)
+        if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, append.first_offset)
+        self._maybe_flush_by_count()
+        return self._append_info(append, log_append_time=now if log_append else -1)
+
+    def append_as_follower(self, data: bytes | bytearray) -> AppendInfo:
+        """Write batches fetched from the leader, offsets and epochs unchanged. The first
+        base offset must be >= the LEO (gaps are fine). Nothing is written if any batch
+        is invalid. Data larger than a segment is written in segment-sized runs."""
+        buf = as_buffer(data)
+        append = validate_replicated_batches(buf, log_end_offset=self.log_end_offset, where=self._where())
+        if not append.spans:
+            return self._empty_append_info()
+        for _, size, last, _ in append.spans:
+            if size > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"a replicated batch ending at offset {last} is {size} bytes, more than "
+                    f"segment.bytes ({self.config.segment_bytes})"
+                )
+        for run in _runs_fitting(append, self.config.segment_bytes):
+            self._write(run)
+            for pos, _size, _last, _ts in run.spans:
+                epoch = int.from_bytes(run.data[pos + 12 : pos + 16], "big", signed=True)
+                if epoch >= 0 and epoch > self.leader_epoch_cache.latest_epoch:
+                    base = int.from_bytes(run.data[pos : pos + 8], "big", signed=True)
+                    self.leader_epoch_cache.assign(epoch, base)
+        self._maybe_flush_by_count()
+        return self._append_info(append, log_append_time=-1)
+
+    def _write(self, append: ValidatedAppend) -> None:
+        segment = self._maybe_roll(append)
+        segment.append(
+            append.data, first_offset=append.first_offset, last_offset=append.last_offset,
+            max_timestamp=append.max_timestamp, max_timestamp_offset=append.max_timestamp_offset,
+            batches=append.spans,
+        )  # fmt: skip
+        self.log_end_offset = append.last_offset + 1
+        self.size_in_bytes += len(append.data)
+
+    def _maybe_roll(self, append: ValidatedAppend) -> LogSegment:
+        seg = self.active_segment
+        if seg.should_roll(
+            incoming_size=len(append.data), max_timestamp=append.max_timestamp,
+            last_offset=append.last_offset, now_ms=self._clock.now_ms(),
+            segment_bytes=self.config.segment_bytes, max_segment_ms=self.config.max_segment_ms,
+        ):  # fmt: skip
+            return self.roll(append.first_offset)
+        return seg
+
+    def _maybe_flush_by_count(self) -> None:
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    def _empty_append_info(self) -> AppendInfo:
+        leo = self.log_end_offset
+        return AppendInfo(leo, leo - 1, -1, -1, 0, 0, self.log_start_offset)
+
+    def _append_info(self, append: ValidatedAppend, *, log_append_time: int) -> AppendInfo:
+        return AppendInfo(
+            first_offset=append.first_offset, last_offset=append.last_offset,
+            max_timestamp=append.max_timestamp, log_append_time=log_append_time,
+            num_records=append.num_records, size=len(append.data),
+            log_start_offset=self.log_start_offset,
+        )  # fmt: skip
+
+    # --- rolling and flushing --------------------------------------------------------
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(``expected_next_offset``, LEO); an empty
+        active segment already at that offset is kept as is."""
+        base = max(expected_next_offset or 0, self.log_end_offset)
+        active = self.active_segment
+        if active.base_offset == base and active.size == 0:
+            return active
+        if base <= active.base_offset:
+            raise ValueError(f"cannot roll {self._where()} at {base}: active segment starts at {active.base_offset}")
+        active.on_become_inactive()
+        jitter = self._rng.randrange(self.config.segment_jitter_ms) if self.config.segment_jitter_ms > 0 else 0
+        segment = LogSegment.open(self.dir, base, self.config, clock=self._clock, roll_jitter_ms=jitter)
+        self.segments.append(segment)
+        self._bases.append(base)
+        self._dir_dirty = True
+        log.debug("rolled %s at offset %d", self._where(), base)
+        if self.on_roll is not None:
+            self.on_roll(self, base)
+        else:
+            self.flush(base)
+        return segment
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery point, ``up_to_offset``)
+        (default: the LEO) and advance the recovery point to it."""
+        up_to = self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
+        if up_to <= self.recovery_point:
+            return
+        first = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
+        for seg in self.segments[first:]:
+            if seg.base_offset >= up_to and seg is not self.segments[first]:
+                break
+            seg.flush()
+        if self._dir_dirty:
+            _fsync_dir(self.dir)
+            self._dir_dirty = False
+        self.recovery_point = up_to
+        self.last_flush_ms = self._clock.now_ms()
+
+    # --- reading ---------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> FetchData:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least
+        one batch if ``min_one_batch``), none whose base offset is >= ``max_offset``."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self._where()}: log start "
+                f"{self.log_start_offset}, log end {self.log_end_offset}"
+            )
+        empty = FetchData(b"", offset, offset)
+        if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
+            return empty
+        for i in range(max(0, bisect.bisect_right(self._bases, offset) - 1), len(self.segments)):
+            found = self.segments[i].read_slice(
+                offset, max_bytes, min_one_batch=min_one_batch, max_offset=max_offset
+            )
+            if found is not None:
+                return FetchData(found.data, found.first_offset, found.next_offset) if found.data else empty
+        return empty
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)``: -2 gives the log start, -1 the LEO, -3 the record with
+        the largest timestamp; otherwise the first record with timestamp >= it, or None."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            best = max(self.segments, key=lambda s: s.max_timestamp)
+            return (best.max_timestamp_offset, best.max_timestamp) if best.max_timestamp >= 0 else None
+        for seg in self.segments:
+            if seg.max_timestamp >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # --- truncation and deletion -----------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at or above ``offset`` (a batch holding ``offset`` goes
+        whole, so the LEO may end below ``offset``). No-op if ``offset`` >= LEO."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self._where()} to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        doomed = [s for s in self.segments if s.base_offset > offset]
+        self._drop(doomed)
+        active = self.active_segment
+        active.truncate_to(offset)
+        active.resize_indexes(self.config.segment_index_bytes)
+        self.log_end_offset = active.next_offset()
+        self.size_in_bytes = sum(s.size for s in self.segments)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        log.info("truncated %s to offset %d (leo now %d)", self._where(), offset, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart empty at ``offset`` (log start = LEO = it)."""
+        self._drop(list(self.segments))
+        segment = LogSegment.open(self.dir, offset, self.config, clock=self._clock)
+        self.segments, self._bases = [segment], [offset]
+        self._dir_dirty = True
+        self.log_end_offset = self.log_start_offset = self.recovery_point = offset
+        self.size_in_bytes = 0
+        self.leader_epoch_cache.clear()
+        log.info("truncated %s fully; it restarts at offset %d", self._where(), offset)
+
+    def delete_segments(self, segments: list[LogSegment], *, reason: str) -> None:
+        """Delete ``segments`` (oldest first), then raise the log start to the first
+        remaining segment's base. If the active segment goes, a fresh one is rolled at
+        the LEO first, so the log always has one."""
+        doomed = [s for s in segments if any(s is t for t in self.segments)]
+        active = self.active_segment
+        if any(s is active for s in doomed):
+            if active.size == 0 and active.base_offset == self.log_end_offset:
+                doomed = [s for s in doomed if s is not active]
+            else:
+                self.roll()
+        if not doomed:
+            return
+        self._drop(doomed)
+        self.size_in_bytes = sum(s.size for s in self.segments)
+        if self.segments[0].base_offset > self.log_start_offset:
+            self.log_start_offset = self.segments[0].base_offset
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        log.info(
+            "deleted %d segments of %s (%s); log start now %d",
+            len(doomed), self._where(), reason, self.log_start_offset,
+        )  # fmt: skip
+
+    def _drop(self, doomed: list[LogSegment]) -> None:
+        """Take ``doomed`` out of the segment list, rename to ``.deleted``, remove."""
+        ids = {id(s) for s in doomed}
+        self.segments = [s for s in self.segments if id(s) not in ids]
+        self._bases = [s.base_offset for s in self.segments]
+        for seg in doomed:
+            seg.rename_suffix(seg.suffix, DELETED_SUFFIX)
+        for seg in doomed:
+            seg.delete()
+
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        """Move the log start up to ``offset`` (DeleteRecords, or following the leader);
+        segments below it go with the next retention pass."""
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start of {self._where()} to {offset}: beyond the log end "
+                f"{self.log_end_offset}"
+            )
+        if offset <= self.log_start_offset:
+            return
+        self.log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+
+    def replace_segments(self, new: list[LogSegment], old: list[LogSegment]) -> None:
+        """Swap compacted segments in (``new`` are ``.cleaned`` segments, fully written)
+        for ``old``, crash-safely: flush new; rename them ``.swap`` (oldest first); take
+        old out and delete them (``.deleted``, then removed); strip ``.swap``. The loader
+        completes a swap interrupted after the first rename (``log_loader``)."""
+        new = sorted(new, key=lambda s: s.base_offset)
+        if any(s is self.active_segment for s in old):
+            raise ValueError("the active segment cannot be replaced")
+        for seg in new:
+            seg.on_become_inactive()
+            seg.flush()
+            seg.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+        _fsync_dir(self.dir)
+        old_ids = {id(s) for s in old}
+        kept = [s for s in self.segments if id(s) not in old_ids]
+        self.segments = sorted(kept + new, key=lambda s: s.base_offset)
+        self._bases = [s.base_offset for s in self.segments]
+        for seg in old:
+            seg.rename_suffix(seg.suffix, DELETED_SUFFIX)
+        for seg in new:
+            seg.rename_suffix(SWAP_SUFFIX, "")
+        _fsync_dir(self.dir)
+        for seg in old:
+            seg.delete()
+        self.size_in_bytes = sum(s.size for s in self.segments)
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Trim every index and release every file (write the clean-shutdown marker after)."""
+        for seg in self.segments:
+            seg.close()
+
+    def delete(self) -> None:
+        """Release the files and remove the whole partition directory."""
+        for seg in self.segments:
+            seg.delete()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _runs_fitting(append: ValidatedAppend, limit: int) -> list[ValidatedAppend]:
+    """Split a replicated append into runs of whole batches of at most ``limit`` bytes."""
+    if len(append.data) <= limit:
+        return [append]
+    runs, start = [], 0
+    spans = append.spans
+    while start < len(spans):
+        end, base_pos = start, spans[start][0]
+        while end < len(spans) and spans[end][0] + spans[end][1] - base_pos <= limit:
+            end += 1
+        chunk = spans[start:end]
+        data = append.data[base_pos : chunk[-1][0] + chunk[-1][1]]
+        first = int.from_bytes(data[0:8], "big", signed=True)
+        max_ts, max_off = max(((ts, last) for _, _, last, ts in chunk), key=lambda t: t[0])
+        rel = [(p - base_pos, size, last, ts) for p, size, last, ts in chunk]
+        runs.append(ValidatedAppend(data, first, chunk[-1][2], max_ts, max_off, 0, rel))
+        start = end
+    return runs
+
+
+def _load_epoch_cache(directory: Path) -> tuple[LeaderEpochCache, bool]:
+    try:
+        return LeaderEpochCache.load(directory), False
+    except (CorruptCheckpointError, ValueError) as exc:
+        log.warning("%s; rebuilding the leader epoch cache from the log", exc)
+        return LeaderEpochCache(directory), True
+
+
+def _rebuild_epoch_cache(segments: list[LogSegment], cache: LeaderEpochCache) -> None:
+    cache.clear()
+    for seg in segments:
+        for _, header in seg.iter_batches():
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and epoch > cache.latest_epoch:
+                cache.assign(epoch, header.base_offset, flush=False)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,152 @@
+"""Opening a partition directory: leftover files, segment loading and recovery
+(Kafka's ``LogLoader``).
+
+Steps, in order:
+
+1. Leftovers of interrupted work: ``*.deleted`` and ``*.cleaned`` files are deleted;
+   each ``<base>.log.swap`` (compaction output that was ready) completes its swap: it
+   is recovered (indexes rebuilt), the plain segments whose base offsets fall in its
+   range ``[base, its next offset)`` are deleted, and ``.swap`` is stripped. Index
+   ``.swap`` files and index files without a ``.log`` are deleted.
+2. Every ``<base>.log`` is opened, sorted by base offset.
+3. Clean shutdown: each segment's indexes are sanity-checked; a missing or corrupt
+   index is rebuilt from its ``.log``. Unclean shutdown: the same for segments below
+   the recovery point, then every segment from the one containing the recovery point
+   to the end is recovered (``LogSegment.recover``); at the first invalid or partial
+   batch that segment is truncated and all later segments are deleted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core.clock import Clock
+from core.storage.errors import CorruptIndexError
+from core.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_EXT,
+    LOG_EXT,
+    SWAP_SUFFIX,
+    TIME_INDEX_EXT,
+    EpochSink,
+    LogSegment,
+)
+
+if TYPE_CHECKING:
+    from core.storage.config import LogConfig
+
+log = logging.getLogger(__name__)
+
+
+def parse_topic_partition(dir_name: str) -> tuple[str, int]:
+    """``orders-3`` -> ``("orders", 3)``; the partition follows the *last* ``-``."""
+    topic, sep, partition = dir_name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"{dir_name!r} is not a partition directory name (<topic>-<partition>)")
+    return topic, int(partition)
+
+
+def _base_offset(name: str) -> int | None:
+    digits = name.split(".", 1)[0]
+    return int(digits) if len(digits) == 20 and digits.isdigit() else None
+
+
+def remove_leftovers(directory: Path, config: LogConfig, *, clock: Clock) -> None:
+    """Step 1 of the module docstring."""
+    swaps: list[int] = []
+    for path in sorted(directory.iterdir()):
+        name = path.name
+        if not path.is_file() or _base_offset(name) is None:
+            continue
+        if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
+            log.info("deleting leftover file %s", path)
+            path.unlink(missing_ok=True)
+        elif name.endswith(LOG_EXT + SWAP_SUFFIX):
+            swaps.append(_base_offset(name))  # type: ignore[arg-type]
+        elif name.endswith(SWAP_SUFFIX):
+            path.unlink(missing_ok=True)  # index swap files are rebuilt from the .log
+    for base in sorted(swaps):
+        _complete_swap(directory, base, config, clock=clock)
+    for path in directory.iterdir():
+        if path.name.endswith((INDEX_EXT, TIME_INDEX_EXT)) and _base_offset(path.name) is not None:
+            if not (directory / (path.name.rsplit(".", 1)[0] + LOG_EXT)).exists():
+                log.info("deleting orphan index file %s", path)
+                path.unlink(missing_ok=True)
+
+
+def _complete_swap(directory: Path, base: int, config: LogConfig, *, clock: Clock) -> None:
+    swap = LogSegment.open(directory, base, config, clock=clock, suffix=SWAP_SUFFIX)
+    try:
+        swap.recover(config.max_message_bytes)
+        end = swap.next_offset()
+        for path in directory.iterdir():
+            other = _base_offset(path.name)
+            if path.name.endswith(LOG_EXT) and other is not None and base <= other < max(end, base + 1):
+                log.info("completing swap of %s: deleting replaced segment %s", swap.log_path, path)
+                for ext in (LOG_EXT, INDEX_EXT, TIME_INDEX_EXT):
+                    (directory / f"{other:020d}{ext}").unlink(missing_ok=True)
+        swap.rename_suffix(SWAP_SUFFIX, "")
+    finally:
+        swap.close()
+
+
+def open_segments(directory: Path, config: LogConfig, *, clock: Clock) -> list[LogSegment]:
+    """Step 2: every plain ``.log`` in the directory, sorted by base offset."""
+    bases = sorted(
+        b for p in directory.iterdir()
+        if p.name.endswith(LOG_EXT) and (b := _base_offset(p.name)) is not None
+    )  # fmt: skip
+    segments: list[LogSegment] = []
+    try:
+        for base in bases:
+            segments.append(LogSegment.open(directory, base, config, clock=clock))
+    except BaseException:
+        for seg in segments:
+            seg.close()
+        raise
+    return segments
+
+
+def check_or_rebuild(segment: LogSegment, config: LogConfig, epochs: EpochSink | None) -> None:
+    """Sanity-check the indexes; rebuild them from the ``.log`` if they fail."""
+    try:
+        segment.sanity_check()
+    except CorruptIndexError as exc:
+        log.warning("rebuilding the indexes of %s: %s", segment.log_path, exc)
+        truncated = segment.recover(config.max_message_bytes, leader_epoch_cache=epochs)
+        if truncated:
+            log.warning("rebuilding %s also truncated %d bytes", segment.log_path, truncated)
+
+
+def recover_segments(
+    segments: list[LogSegment],
+    config: LogConfig,
+    *,
+    recovery_point: int,
+    clean_shutdown: bool,
+    epochs: EpochSink | None,
+) -> list[LogSegment]:
+    """Step 3: returns the segments that survive (later ones are deleted)."""
+    if clean_shutdown:
+        for seg in segments:
+            check_or_rebuild(seg, config, epochs)
+        return segments
+    first_unflushed = max(0, bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1)
+    for seg in segments[:first_unflushed]:
+        check_or_rebuild(seg, config, epochs)
+    for i in range(first_unflushed, len(segments)):
+        truncated = segments[i].recover(config.max_message_bytes, leader_epoch_cache=epochs)
+        if truncated:
+            doomed = segments[i + 1 :]
+            log.warning(
+                "recovery truncated %d bytes of %s; deleting %d later segments",
+                truncated, segments[i].log_path, len(doomed),
+            )  # fmt: skip
+            for seg in doomed:
+                seg.delete()
+            return segments[: i + 1]
+    return segments

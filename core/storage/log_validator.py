@@ -1,0 +1,175 @@
+"""Validation and offset assignment for appends (Kafka's ``LogValidator`` and
+``UnifiedLog.analyzeAndValidateRecords``), on whole v2 batches.
+
+All checks work per batch from the 61-byte header, never per record, except the key
+check on compacted topics, which has to decode the records (in C). Client timestamps
+are bounded at batch level: ``baseTimestamp`` (the first record's) against
+``message.timestamp.before.max.ms`` and ``maxTimestamp`` against
+``message.timestamp.after.max.ms``; a record inside a batch that is older than the
+batch's first record is not checked on its own.
+
+Offsets and the leader epoch are patched in place (bytes 0-7 and 12-15, outside the
+CRC); LogAppendTime rewrites maxTimestamp and the attributes and recomputes the CRC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.storage import codec
+from core.storage.batch import (
+    BatchHeader,
+    is_crc_valid,
+    patch_base_offset,
+    patch_leader_epoch,
+    set_log_append_time,
+    split_batches,
+)
+from core.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    MessageTooLargeError,
+    NonMonotonicAppendError,
+)
+from core.storage.segment import BatchSpan
+
+if TYPE_CHECKING:
+    from core.storage.config import LogConfig
+
+NO_TIMESTAMP = -1
+LOG_APPEND_TIME_NAME = "LogAppendTime"
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedAppend:
+    """Batches ready to be written: ``data`` carries final offsets and epochs."""
+
+    data: bytearray
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    max_timestamp_offset: int
+    num_records: int
+    spans: list[BatchSpan]
+
+
+def as_buffer(data: bytes | bytearray | memoryview) -> bytearray:
+    """The append buffer: a ``bytearray`` is patched in place, anything else is copied."""
+    return data if isinstance(data, bytearray) else bytearray(data)
+
+
+def validate_client_batches(
+    buf: bytearray, config: LogConfig, *, now_ms: int, where: str
+) -> list[tuple[int, BatchHeader]]:
+    """Every batch of a produce payload, or the first error found (nothing is written
+    by the caller if this raises). ``where`` names the partition in messages."""
+    batches = split_batches(buf)
+    for pos, header in batches:
+        _validate_client_batch(buf, pos, header, config, now_ms=now_ms, where=where)
+    return batches
+
+
+def _validate_client_batch(
+    buf: bytearray, pos: int, h: BatchHeader, config: LogConfig, *, now_ms: int, where: str
+) -> None:
+    if h.size > config.max_message_bytes:
+        raise MessageTooLargeError(
+            f"the record batch size in the append to {where} is {h.size} bytes, which exceeds "
+            f"the maximum configured value of {config.max_message_bytes} (max.message.bytes)"
+        )
+    if not is_crc_valid(buf, pos, h):
+        raise CorruptRecordError(f"record batch at byte {pos} of the append to {where} fails its CRC")
+    if h.last_offset_delta + 1 != h.records_count:
+        raise InvalidRecordError(
+            f"record batch in the append to {where} has lastOffsetDelta {h.last_offset_delta} "
+            f"but {h.records_count} records"
+        )
+    if h.is_control:
+        raise InvalidRecordError(f"clients may not write control batches (append to {where})")
+    if h.producer_id >= 0 and h.base_sequence < 0:
+        raise InvalidRecordError(
+            f"invalid sequence number {h.base_sequence} in a batch of producer {h.producer_id}"
+        )
+    if config.message_timestamp_type != LOG_APPEND_TIME_NAME:
+        _validate_timestamps(h, config, now_ms=now_ms, where=where)
+    if config.compact:
+        _validate_keys(buf, pos, h, where=where)
+
+
+def _validate_timestamps(h: BatchHeader, config: LogConfig, *, now_ms: int, where: str) -> None:
+    earliest = now_ms - config.message_timestamp_before_max_ms
+    latest = now_ms + config.message_timestamp_after_max_ms
+    first, last = h.base_timestamp, h.max_timestamp
+    if (first != NO_TIMESTAMP and first < earliest) or (last != NO_TIMESTAMP and last > latest):
+        bad = first if first != NO_TIMESTAMP and first < earliest else last
+        raise InvalidTimestampError(
+            f"timestamp {bad} of a record batch in the append to {where} is out of range: "
+            f"it must lie within [{earliest}, {latest}] (message.timestamp.before/after.max.ms)"
+        )
+
+
+def _validate_keys(buf: bytearray, pos: int, h: BatchHeader, *, where: str) -> None:
+    view = memoryview(buf)[pos : pos + h.size]
+    for offset, _ts, _type, key, _value, _headers in codec.iter_batch_records(view):
+        if key is None:
+            raise InvalidRecordError(
+                f"compacted topic cannot accept a record without a key (append to {where}, "
+                f"record {offset} of its batch)"
+            )
+
+
+def assign_offsets(
+    buf: bytearray,
+    batches: list[tuple[int, BatchHeader]],
+    *,
+    first_offset: int,
+    leader_epoch: int,
+    log_append_time_ms: int | None,
+) -> ValidatedAppend:
+    """Give the batches consecutive offsets from ``first_offset`` and stamp the epoch
+    (and LogAppendTime when ``log_append_time_ms`` is set), in place."""
+    offset = first_offset
+    max_ts, max_ts_offset, records = NO_TIMESTAMP, first_offset, 0
+    spans: list[BatchSpan] = []
+    for pos, h in batches:
+        patch_base_offset(buf, pos, offset)
+        patch_leader_epoch(buf, pos, leader_epoch)
+        last = offset + h.last_offset_delta
+        batch_max = h.max_timestamp
+        if log_append_time_ms is not None:
+            set_log_append_time(buf, pos, h, log_append_time_ms)
+            batch_max = log_append_time_ms
+        if batch_max > max_ts:
+            max_ts, max_ts_offset = batch_max, last
+        spans.append((pos, h.size, last, batch_max))
+        records += h.records_count
+        offset = last + 1
+    return ValidatedAppend(buf, first_offset, offset - 1, max_ts, max_ts_offset, records, spans)
+
+
+def validate_replicated_batches(
+    buf: bytearray, *, log_end_offset: int, where: str
+) -> ValidatedAppend:
+    """Batches fetched from the leader keep their offsets: check CRCs and that offsets
+    start at or above ``log_end_offset`` and increase (gaps are fine: compaction)."""
+    batches = split_batches(buf)
+    expected = log_end_offset
+    max_ts, max_ts_offset, records = NO_TIMESTAMP, log_end_offset, 0
+    spans: list[BatchSpan] = []
+    for pos, h in batches:
+        if not is_crc_valid(buf, pos, h):
+            raise CorruptRecordError(f"replicated batch at offset {h.base_offset} for {where} fails its CRC")
+        if h.base_offset < expected:
+            raise NonMonotonicAppendError(
+                f"replicated batch for {where} starts at offset {h.base_offset}, below "
+                f"{'the log end offset' if expected == log_end_offset else 'the previous batch end'} {expected}"
+            )
+        if h.max_timestamp > max_ts:
+            max_ts, max_ts_offset = h.max_timestamp, h.last_offset
+        spans.append((pos, h.size, h.last_offset, h.max_timestamp))
+        records += h.records_count
+        expected = h.next_offset
+    first = batches[0][1].base_offset if batches else log_end_offset
+    return ValidatedAppend(buf, first, expected - 1, max_ts, max_ts_offset, records, spans)
