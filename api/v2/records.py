@@ -7,8 +7,9 @@ consumer instance's ``GET .../records`` (binary unless Accept asks for json). No
 consumer, no group, nothing committed.
 
 - ``offset`` (required, >= 0); outside [log start offset, high watermark]: 416 / 41601.
-- ``max_bytes``: cap on the answer (default and ceiling: ``consumer.request.max.bytes``);
-  the first record comes back even when it is larger, so a reader always progresses.
+- ``max_bytes``: cap on the answer (default 1 MiB, Kafka's ``max.partition.fetch.bytes``;
+  ceiling ``consumer.request.max.bytes``); the first record comes back even when it is
+  larger, so a reader always progresses.
 - ``timeout``: ms to wait when no record is available yet (default 0, max 300000); the
   answer comes as soon as one arrives.
 - ``count``: at most this many records.
@@ -40,6 +41,7 @@ from core.broker.types import TopicPartition
 router = APIRouter(tags=["v2 records (franz)"])
 
 MAX_TIMEOUT_MS = 300_000
+DEFAULT_MAX_BYTES = 1024 * 1024
 _HEADERS_DOC = {
     "X-Franz-Next-Offset": {"description": "offset to read next", "schema": {"type": "integer"}},
     "X-Franz-High-Watermark": {"description": "high watermark", "schema": {"type": "integer"}},
@@ -74,7 +76,7 @@ async def read_range(
     broker = broker_of(request)
     cap = int(broker.config["consumer.request.max.bytes"])
     result = await broker.fetch(
-        topic, partition, offset, max_bytes=min(max_bytes or cap, cap), max_wait_ms=timeout
+        topic, partition, offset, max_bytes=min(max_bytes or DEFAULT_MAX_BYTES, cap), max_wait_ms=timeout
     )
     records = result.records if count is None else result.records[:count]
     tp = TopicPartition(topic, partition)

@@ -319,6 +319,8 @@ class Broker:
              lambda: run_blocking(lm.checkpoint_high_watermarks, rm.high_watermarks())),
             (c["log.flush.offset.checkpoint.interval.ms"],
              lambda: run_blocking(lm.checkpoint_recovery_points)),
+            (c["log.flush.start.offset.checkpoint.interval.ms"],
+             lambda: run_blocking(lm.checkpoint_log_start_offsets)),
         ]
         if c["log.cleaner.enable"]:
             jobs.append((c["log.cleaner.backoff.ms"],

@@ -54,6 +54,7 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("log.retention.check.interval.ms", int, 300000, "how often retention runs"),
     _p("log.flush.scheduler.interval.ms", int, 1000, "how often the flush policy is checked"),
     _p("log.flush.offset.checkpoint.interval.ms", int, 60000, "recovery-point checkpoint interval"),
+    _p("log.flush.start.offset.checkpoint.interval.ms", int, 60000, "log-start-offset checkpoint interval"),
     _p("replica.high.watermark.checkpoint.interval.ms", int, 5000, "HW checkpoint interval"),
     _p("log.cleaner.enable", bool, True, "run log compaction"),
     _p("log.cleaner.backoff.ms", int, 15000, "sleep of the cleaner when nothing is dirty"),

@@ -263,7 +263,7 @@ def _last_batch_of_producers(segments: Sequence[LogSegment]) -> dict[int, int]:
 
 
 class _GroupCleaner:
-    """Writes the cleaned copy of one group of segments into a ``.cleaned`` segment."""
+    """One cleaning's writer: each group of old segments becomes one ``.cleaned`` segment."""
 
     def __init__(
         self,

@@ -52,7 +52,7 @@ def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
         return _xerial_snappy_compress(bytes(data))
     if codec == LZ4:
         comp = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
-        comp.compress(data)
+        comp.compress(bytes(data))
         return bytes(comp.finish())
     if codec == ZSTD:
         return bytes(cramjam.zstd.compress(bytes(data), level=3))

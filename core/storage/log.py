@@ -7,7 +7,8 @@ Invariants, kept by every method:
 - Segments are sorted by base offset and the last one is the active segment; the LEO
   is the active segment's ``next_offset()``.
 - ``size_in_bytes`` is the sum of the segment sizes (kept incrementally).
-- The leader-epoch cache has no entry at or above the LEO, nor below the log start.
+- The leader-epoch cache has no entry above the LEO, nor below the log start;
+  truncation drops the entries at or above the new LEO.
 
 Durability: appends are written with ``write`` and not fsynced. A roll calls
 ``on_roll(log, new_base_offset)`` if the owner passed one (it should schedule
@@ -158,7 +159,7 @@ class PartitionLog:
         )  # fmt: skip
         if clean_shutdown:
             plog.recovery_point = plog.log_end_offset
-        epochs.truncate_from_end(plog.log_end_offset)
+        epochs.truncate_from_end(plog.log_end_offset + 1)  # keeps a new leader's (epoch, LEO)
         epochs.truncate_from_start(plog.log_start_offset)
         epochs.flush()
         log.info(

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from core.clock import ManualClock
 from core.storage import codec
-from core.storage.batch import BatchHeader, is_crc_valid, iter_batches
+from core.storage.batch import (
+    BatchHeader,
+    is_crc_valid,
+    iter_batches,
+    parse_header,
+    set_log_append_time,
+)
+from core.storage.batch_rewrite import FilteredBatch, filter_batch
 from core.storage.cleaner import clean, dirty_ratio, first_uncleanable_offset
 from core.storage.config import LogConfig
 from core.storage.log import PartitionLog
@@ -357,3 +365,73 @@ def test_batches_on_disk_stay_well_formed(log_dir: Path, clock: ManualClock) -> 
         assert sum(h.size for _, h in walked) == len(data)
         assert all(is_crc_valid(data, pos, h) for pos, h in walked)
     plog.close()
+
+
+# --- one batch at a time ------------------------------------------------------------
+
+
+def _batch(records: list[NewRecord], *, base_offset: int = 100) -> tuple[bytes, BatchHeader]:
+    data = bytes(build_batch(records, now_ms=NOW, base_offset=base_offset))
+    return data, parse_header(data)
+
+
+def _filter(
+    data: bytes,
+    header: BatchHeader,
+    *,
+    now: int = NOW,
+    mapped_end: int = 10**9,
+    is_latest: Callable[[int, bytes], bool] = lambda offset, key: True,
+) -> FilteredBatch:
+    return filter_batch(
+        data, header, is_latest=is_latest, now_ms=now, delete_retention_ms=DAY,
+        retain_empty=False, mapped_end=mapped_end,
+    )  # fmt: skip
+
+
+def test_filter_copies_an_untouched_batch_byte_for_byte() -> None:
+    data, header = _batch([NewRecord(value=b"v", key=b"k%d" % i) for i in range(3)])
+    result = _filter(data, header)
+    assert result.data == data and result.removed == 0
+
+
+def test_filter_drops_superseded_and_keyless_records() -> None:
+    data, header = _batch(
+        [
+            NewRecord(value=b"a", key=b"x"),
+            NewRecord(value=b"b", key=None),
+            NewRecord(value=b"c", key=b"y"),
+        ]
+    )
+    result = _filter(data, header, is_latest=lambda offset, key: key != b"x")
+    assert result.removed == 2
+    assert result.data is not None
+    out = parse_header(result.data)
+    assert (out.base_offset, out.last_offset_delta, out.records_count) == (100, 2, 1)
+    assert [(r.offset, r.value) for r in decode_records(result.data)] == [(102, b"c")]
+    everything_gone = _filter(data, header, is_latest=lambda offset, key: False)
+    assert everything_gone.data is None and everything_gone.removed == 3
+
+
+def test_filter_expires_tombstones_only_inside_the_mapped_range() -> None:
+    data, header = _batch([NewRecord(value=None, key=b"x"), NewRecord(value=None, key=b"y")])
+    first = _filter(data, header)  # first copy: the horizon is set, tombstones stay
+    assert first.data is not None
+    marked = parse_header(first.data)
+    assert marked.has_delete_horizon and marked.base_timestamp == NOW + DAY
+    later = _filter(first.data, marked, now=NOW + DAY, mapped_end=101)
+    assert later.data is not None and later.removed == 1
+    assert [r.key for r in decode_records(later.data)] == [b"y"]  # offset 101 not mapped
+
+
+def test_filter_keeps_log_append_time() -> None:
+    buf = build_batch(
+        [NewRecord(value=b"a", key=b"x"), NewRecord(value=b"b", key=b"y")], now_ms=NOW
+    )
+    set_log_append_time(buf, 0, parse_header(buf), NOW + 77)
+    data = bytes(buf)
+    result = _filter(data, parse_header(data), is_latest=lambda offset, key: key == b"y")
+    assert result.data is not None
+    out = parse_header(result.data)
+    assert out.timestamp_type == 1 and out.max_timestamp == NOW + 77 == result.max_timestamp
+    assert [r.timestamp for r in decode_records(result.data)] == [NOW + 77]

@@ -155,6 +155,9 @@ class PartitionLogMachine(RuleBasedStateMachine):
             assert fetched.data == b""
             return
         first = next(b for b in m.batches if b[1] >= offset)
+        if max_offset is not None and first[0] >= max_offset:
+            assert fetched.data == b""
+            return
         assert fetched.first_offset == first[0] and fetched.data
         assert any(last + 1 == fetched.high_offset for _, last in m.batches)
         got = [(r.offset, r.key, r.value, r.timestamp) for r in decode_records(fetched.data)]
