@@ -32,6 +32,7 @@ from api.v2.body import empty_body_error, parse
 from api.v2.embedded import produce_records
 from api.v2.schemas import BINARY_PRODUCE, JSON_PRODUCE
 from core.broker.types import RecordResult
+from core.errors import FranzError
 
 router = APIRouter(tags=["v2 produce"], dependencies=[Depends(check_accept)])
 
@@ -98,29 +99,32 @@ def parse_acks(raw: str | None) -> int:
     return acks
 
 
+def _failed(error: FranzError) -> dict[str, Any]:
+    spec = spec_for(error)
+    return {
+        "partition": None,
+        "offset": None,
+        "error_code": int(spec.code),
+        "error": message_for(error, spec),
+    }
+
+
 def produce_body(results: Sequence[RecordResult], *, strict: bool) -> tuple[int, dict[str, Any]]:
     """(HTTP status, response body) for the broker's per-record results."""
-    offsets: list[dict[str, Any]] = []
-    first_failure: tuple[int, int, str] | None = None
-    for r in results:
-        if r.error is None:
-            offsets.append(
-                {"partition": r.partition, "offset": r.offset, "error_code": None, "error": None}
-            )
-            continue
-        spec = spec_for(r.error)
-        message = message_for(r.error, spec)
-        offsets.append(
-            {"partition": None, "offset": None, "error_code": int(spec.code), "error": message}
-        )
-        if first_failure is None:
-            first_failure = (spec.status, int(spec.code), message)
+    offsets = [
+        {"partition": r.partition, "offset": r.offset, "error_code": None, "error": None}
+        if r.error is None
+        else _failed(r.error)
+        for r in results
+    ]
     body: dict[str, Any] = {"offsets": offsets, "key_schema_id": None, "value_schema_id": None}
-    if strict and first_failure is not None:
-        status, code, message = first_failure
-        body["error_code"] = code
-        body["message"] = message
-        return status, body
+    if strict:
+        error = next((r.error for r in results if r.error is not None), None)
+        if error is not None:
+            spec = spec_for(error)
+            body["error_code"] = int(spec.code)
+            body["message"] = message_for(error, spec)
+            return spec.status, body
     return 200, body
 
 

@@ -76,7 +76,11 @@ async def read_range(
     broker = broker_of(request)
     cap = int(broker.config["consumer.request.max.bytes"])
     result = await broker.fetch(
-        topic, partition, offset, max_bytes=min(max_bytes or DEFAULT_MAX_BYTES, cap), max_wait_ms=timeout
+        topic,
+        partition,
+        offset,
+        max_bytes=min(max_bytes or DEFAULT_MAX_BYTES, cap),
+        max_wait_ms=timeout,
     )
     records = result.records if count is None else result.records[:count]
     tp = TopicPartition(topic, partition)
