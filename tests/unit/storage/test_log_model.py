@@ -53,8 +53,8 @@ class Model:
             self.records[base + i] = (key, value, NOW + ts)
         self.batches.append((base, base + len(rows) - 1))
         self.leo = base + len(rows)
-        if not self.epochs or epoch > self.epochs[-1][0]:
-            self.epochs.append((epoch, base))
+        if not self.epochs or epoch > self.epochs[-1][0]:  # Kafka's assign: drop what it overrides
+            self.epochs = [e for e in self.epochs if e[0] < epoch and e[1] < base] + [(epoch, base)]
 
     def truncate(self, target: int, segment_bases: list[int]) -> None:
         if target >= self.leo:
