@@ -29,7 +29,6 @@ import os
 import struct
 import sys
 from array import array
-from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 
@@ -58,11 +57,11 @@ class _MappedIndex:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self._mm: mmap.mmap | None = None
+        created = not path.exists()
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             length = os.fstat(fd).st_size
-            if length == 0 and max_index_size >= self.ENTRY_SIZE:
-                # newly created (or trimmed empty): preallocate, Kafka's behaviour
+            if created:  # preallocate; an existing empty file stays empty (trimmed, 0 entries)
                 length = self._round(max_index_size)
                 os.ftruncate(fd, length)
                 entries = 0
@@ -153,20 +152,23 @@ class _MappedIndex:
 
     # --- search ----------------------------------------------------------------------
 
-    def _key(self, slot: int) -> int:
-        raise NotImplementedError
-
-    def _largest_lower_bound(self, target: int, key: Callable[[int], int] | None = None) -> int:
-        """Slot of the largest entry whose key <= target, or -1 (keys must not decrease)."""
-        n = self._entries
-        keyf = self._key if key is None else key
-        if n == 0 or keyf(0) > target:
+    def _search(self, target: int, field: struct.Struct, at: int) -> int:
+        """Slot of the largest entry whose field (``field`` at byte ``at`` of each entry,
+        never decreasing) is <= ``target``, or -1. Probes the warm tail first."""
+        n, mm, size = self._entries, self._mm, self.ENTRY_SIZE
+        if n == 0 or mm is None:
             return -1
-        warm_first = max(0, n - _WARM_BYTES // self.ENTRY_SIZE)
-        lo, hi = (warm_first, n - 1) if keyf(warm_first) <= target else (0, warm_first - 1)
+        unpack = field.unpack_from
+        if unpack(mm, at)[0] > target:
+            return -1
+        warm_first = max(0, n - _WARM_BYTES // size)
+        if unpack(mm, warm_first * size + at)[0] <= target:
+            lo, hi = warm_first, n - 1
+        else:
+            lo, hi = 0, warm_first - 1
         while lo < hi:
             mid = (lo + hi + 1) >> 1
-            if keyf(mid) <= target:
+            if unpack(mm, mid * size + at)[0] <= target:
                 lo = mid
             else:
                 hi = mid - 1
@@ -185,11 +187,11 @@ class _MappedIndex:
             )
 
 
-def _strictly_increasing(values: array | list[int]) -> bool:
+def _strictly_increasing(values: array[int] | list[int]) -> bool:
     return all(map(operator.lt, values, islice(values, 1, None)))
 
 
-def _non_decreasing(values: array | list[int]) -> bool:
+def _non_decreasing(values: array[int] | list[int]) -> bool:
     return all(map(operator.le, values, islice(values, 1, None)))
 
 
@@ -206,9 +208,6 @@ class OffsetIndex(_MappedIndex):
         """``(absolute offset, position)`` of entry ``slot``."""
         rel, pos = _OFFSET_ENTRY.unpack_from(self._require_mapped(), slot * 8)
         return self.base_offset + rel, pos
-
-    def _key(self, slot: int) -> int:
-        return self.base_offset + _INT32.unpack_from(self._mm, slot * 8)[0]  # type: ignore[arg-type]
 
     @property
     def last_offset(self) -> int:
@@ -227,24 +226,28 @@ class OffsetIndex(_MappedIndex):
             )
         rel = offset - self.base_offset
         if not 0 <= rel <= MAX_RELATIVE_OFFSET:
-            raise ValueError(f"offset {offset} does not fit index {self.path} (base {self.base_offset})")
+            raise ValueError(
+                f"offset {offset} does not fit index {self.path} (base {self.base_offset})"
+            )
         if self.is_full():
-            raise ValueError(f"attempt to append to a full index {self.path} ({self._entries} entries)")
+            raise ValueError(
+                f"attempt to append to a full index {self.path} ({self._entries} entries)"
+            )
         _OFFSET_ENTRY.pack_into(self._require_mapped(), self._entries * 8, rel, position)
         self._entries += 1
 
     def lookup(self, target: int) -> tuple[int, int]:
         """Largest ``(offset, position)`` entry with offset <= target, else (base, 0)."""
-        slot = self._largest_lower_bound(target)
+        slot = self._search(target - self.base_offset, _INT32, 0)
         return (self.base_offset, 0) if slot < 0 else self.entry(slot)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
-        slot = self._largest_lower_bound(offset)
+        slot = self._search(offset - self.base_offset, _INT32, 0)
         if slot < 0:
             self._truncate_to_entries(0)
         else:
-            self._truncate_to_entries(slot if self._key(slot) == offset else slot + 1)
+            self._truncate_to_entries(slot if self.entry(slot)[0] == offset else slot + 1)
 
     def sanity_check(self) -> None:
         """CorruptIndexError unless the file is whole entries with increasing offsets
@@ -282,12 +285,6 @@ class TimeIndex(_MappedIndex):
         ts, rel = _TIME_ENTRY.unpack_from(self._require_mapped(), slot * 12)
         return ts, self.base_offset + rel
 
-    def _key(self, slot: int) -> int:
-        return _INT64.unpack_from(self._mm, slot * 12)[0]  # type: ignore[arg-type,no-any-return]
-
-    def _offset_key(self, slot: int) -> int:
-        return self.base_offset + _INT32.unpack_from(self._mm, slot * 12 + 8)[0]  # type: ignore[arg-type]
-
     def last_entry(self) -> tuple[int, int]:
         """The last ``(timestamp, offset)``, or ``(-1, base offset)`` when empty."""
         return self.entry(self._entries - 1) if self._entries else (-1, self.base_offset)
@@ -306,7 +303,9 @@ class TimeIndex(_MappedIndex):
             )
         rel = offset - self.base_offset
         if not 0 <= rel <= MAX_RELATIVE_OFFSET:
-            raise ValueError(f"offset {offset} does not fit index {self.path} (base {self.base_offset})")
+            raise ValueError(
+                f"offset {offset} does not fit index {self.path} (base {self.base_offset})"
+            )
         if self._entries >= self._max_entries:  # the forced final entry of a trimmed file
             self.resize(self._length + self.ENTRY_SIZE)
         _TIME_ENTRY.pack_into(self._require_mapped(), self._entries * 12, timestamp, rel)
@@ -314,13 +313,13 @@ class TimeIndex(_MappedIndex):
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """Largest ``(timestamp, offset)`` entry with timestamp <= target, else (-1, base)."""
-        slot = self._largest_lower_bound(timestamp)
+        slot = self._search(timestamp, _INT64, 0)
         return (-1, self.base_offset) if slot < 0 else self.entry(slot)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
-        slot = self._largest_lower_bound(offset, self._offset_key)
-        while slot >= 0 and self._offset_key(slot) >= offset:
+        slot = self._search(offset - self.base_offset, _INT32, 8)
+        while slot >= 0 and self.entry(slot)[1] >= offset:
             slot -= 1
         self._truncate_to_entries(slot + 1)
 

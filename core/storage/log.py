@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 import random
 import shutil
 from collections.abc import Callable
@@ -35,17 +34,15 @@ from typing import TYPE_CHECKING
 
 from core.clock import Clock
 from core.storage import log_loader
-from core.storage.errors import (
-    CorruptCheckpointError,
-    OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
-)
+from core.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
 from core.storage.leader_epoch import LeaderEpochCache
+from core.storage.log_loader import fsync_dir
 from core.storage.log_validator import (
     LOG_APPEND_TIME_NAME,
     ValidatedAppend,
     as_buffer,
     assign_offsets,
+    split_into_runs,
     validate_client_batches,
     validate_replicated_batches,
 )
@@ -120,7 +117,9 @@ class PartitionLog:
         self.on_roll = on_roll
         self.leader_epoch_cache = epoch_cache
         self.log_end_offset = self.active_segment.next_offset()
-        self.log_start_offset = min(max(log_start_offset, segments[0].base_offset), self.log_end_offset)
+        self.log_start_offset = min(
+            max(log_start_offset, segments[0].base_offset), self.log_end_offset
+        )
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self.size_in_bytes = sum(s.size for s in segments)
         self.last_flush_ms = clock.now_ms()
@@ -139,20 +138,10 @@ class PartitionLog:
         on_roll: RollCallback | None = None,
     ) -> PartitionLog:
         """Load ``directory`` (created if missing); see ``core.storage.log_loader``."""
-        log_loader.parse_topic_partition(directory.name)
-        directory.mkdir(parents=True, exist_ok=True)
-        log_loader.remove_leftovers(directory, config, clock=clock)
-        epochs, rebuild_epochs = _load_epoch_cache(directory)
-        segments = log_loader.open_segments(directory, config, clock=clock)
-        segments = log_loader.recover_segments(
-            segments, config, recovery_point=recovery_point,
-            clean_shutdown=clean_shutdown, epochs=epochs,
+        segments, epochs = log_loader.load_segments(
+            directory, config, clock=clock, recovery_point=recovery_point,
+            log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
         )  # fmt: skip
-        if not segments:
-            segments = [LogSegment.open(directory, log_start_offset, config, clock=clock)]
-        if rebuild_epochs:
-            _rebuild_epoch_cache(segments, epochs)
-        segments[-1].resize_indexes(config.segment_index_bytes)
         plog = cls(
             directory, config, segments=segments, log_start_offset=log_start_offset,
             recovery_point=recovery_point, epoch_cache=epochs, clock=clock, on_roll=on_roll,
@@ -229,7 +218,9 @@ class PartitionLog:
         base offset must be >= the LEO (gaps are fine). Nothing is written if any batch
         is invalid. Data larger than a segment is written in segment-sized runs."""
         buf = as_buffer(data)
-        append = validate_replicated_batches(buf, log_end_offset=self.log_end_offset, where=self._where())
+        append = validate_replicated_batches(
+            buf, log_end_offset=self.log_end_offset, where=self._where()
+        )
         if not append.spans:
             return self._empty_append_info()
         for _, size, last, _ in append.spans:
@@ -238,7 +229,7 @@ class PartitionLog:
                     f"a replicated batch ending at offset {last} is {size} bytes, more than "
                     f"segment.bytes ({self.config.segment_bytes})"
                 )
-        for run in _runs_fitting(append, self.config.segment_bytes):
+        for run in split_into_runs(append, self.config.segment_bytes):
             self._write(run)
             for pos, _size, _last, _ts in run.spans:
                 epoch = int.from_bytes(run.data[pos + 12 : pos + 16], "big", signed=True)
@@ -294,10 +285,18 @@ class PartitionLog:
         if active.base_offset == base and active.size == 0:
             return active
         if base <= active.base_offset:
-            raise ValueError(f"cannot roll {self._where()} at {base}: active segment starts at {active.base_offset}")
+            raise ValueError(
+                f"cannot roll {self._where()} at {base}: active segment starts at {active.base_offset}"
+            )
         active.on_become_inactive()
-        jitter = self._rng.randrange(self.config.segment_jitter_ms) if self.config.segment_jitter_ms > 0 else 0
-        segment = LogSegment.open(self.dir, base, self.config, clock=self._clock, roll_jitter_ms=jitter)
+        jitter = (
+            self._rng.randrange(self.config.segment_jitter_ms)
+            if self.config.segment_jitter_ms > 0
+            else 0
+        )
+        segment = LogSegment.open(
+            self.dir, base, self.config, clock=self._clock, roll_jitter_ms=jitter
+        )
         self.segments.append(segment)
         self._bases.append(base)
         self._dir_dirty = True
@@ -311,7 +310,9 @@ class PartitionLog:
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``up_to_offset``)
         (default: the LEO) and advance the recovery point to it."""
-        up_to = self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
+        up_to = (
+            self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
+        )
         if up_to <= self.recovery_point:
             return
         first = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
@@ -320,7 +321,7 @@ class PartitionLog:
                 break
             seg.flush()
         if self._dir_dirty:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             self._dir_dirty = False
         self.recovery_point = up_to
         self.last_flush_ms = self._clock.now_ms()
@@ -328,7 +329,12 @@ class PartitionLog:
     # --- reading ---------------------------------------------------------------------
 
     def read(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
     ) -> FetchData:
         """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least
         one batch if ``min_one_batch``), none whose base offset is >= ``max_offset``."""
@@ -345,7 +351,11 @@ class PartitionLog:
                 offset, max_bytes, min_one_batch=min_one_batch, max_offset=max_offset
             )
             if found is not None:
-                return FetchData(found.data, found.first_offset, found.next_offset) if found.data else empty
+                return (
+                    FetchData(found.data, found.first_offset, found.next_offset)
+                    if found.data
+                    else empty
+                )
         return empty
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -357,7 +367,9 @@ class PartitionLog:
             return self.log_end_offset, -1
         if timestamp == MAX_TIMESTAMP:
             best = max(self.segments, key=lambda s: s.max_timestamp)
-            return (best.max_timestamp_offset, best.max_timestamp) if best.max_timestamp >= 0 else None
+            return (
+                (best.max_timestamp_offset, best.max_timestamp) if best.max_timestamp >= 0 else None
+            )
         for seg in self.segments:
             if seg.max_timestamp >= timestamp:
                 found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
@@ -387,7 +399,9 @@ class PartitionLog:
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        log.info("truncated %s to offset %d (leo now %d)", self._where(), offset, self.log_end_offset)
+        log.info(
+            "truncated %s to offset %d (leo now %d)", self._where(), offset, self.log_end_offset
+        )
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart empty at ``offset`` (log start = LEO = it)."""
@@ -432,6 +446,7 @@ class PartitionLog:
             seg.rename_suffix(seg.suffix, DELETED_SUFFIX)
         for seg in doomed:
             seg.delete()
+        self._dir_dirty = True  # the next flush makes the removals durable
 
     def maybe_increment_log_start_offset(self, offset: int) -> None:
         """Move the log start up to ``offset`` (DeleteRecords, or following the leader);
@@ -458,7 +473,7 @@ class PartitionLog:
             seg.on_become_inactive()
             seg.flush()
             seg.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
         old_ids = {id(s) for s in old}
         kept = [s for s in self.segments if id(s) not in old_ids]
         self.segments = sorted(kept + new, key=lambda s: s.base_offset)
@@ -467,7 +482,7 @@ class PartitionLog:
             seg.rename_suffix(seg.suffix, DELETED_SUFFIX)
         for seg in new:
             seg.rename_suffix(SWAP_SUFFIX, "")
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
         for seg in old:
             seg.delete()
         self.size_in_bytes = sum(s.size for s in self.segments)
@@ -484,48 +499,3 @@ class PartitionLog:
         for seg in self.segments:
             seg.delete()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _runs_fitting(append: ValidatedAppend, limit: int) -> list[ValidatedAppend]:
-    """Split a replicated append into runs of whole batches of at most ``limit`` bytes."""
-    if len(append.data) <= limit:
-        return [append]
-    runs, start = [], 0
-    spans = append.spans
-    while start < len(spans):
-        end, base_pos = start, spans[start][0]
-        while end < len(spans) and spans[end][0] + spans[end][1] - base_pos <= limit:
-            end += 1
-        chunk = spans[start:end]
-        data = append.data[base_pos : chunk[-1][0] + chunk[-1][1]]
-        first = int.from_bytes(data[0:8], "big", signed=True)
-        max_ts, max_off = max(((ts, last) for _, _, last, ts in chunk), key=lambda t: t[0])
-        rel = [(p - base_pos, size, last, ts) for p, size, last, ts in chunk]
-        runs.append(ValidatedAppend(data, first, chunk[-1][2], max_ts, max_off, 0, rel))
-        start = end
-    return runs
-
-
-def _load_epoch_cache(directory: Path) -> tuple[LeaderEpochCache, bool]:
-    try:
-        return LeaderEpochCache.load(directory), False
-    except (CorruptCheckpointError, ValueError) as exc:
-        log.warning("%s; rebuilding the leader epoch cache from the log", exc)
-        return LeaderEpochCache(directory), True
-
-
-def _rebuild_epoch_cache(segments: list[LogSegment], cache: LeaderEpochCache) -> None:
-    cache.clear()
-    for seg in segments:
-        for _, header in seg.iter_batches():
-            epoch = header.partition_leader_epoch
-            if epoch >= 0 and epoch > cache.latest_epoch:
-                cache.assign(epoch, header.base_offset, flush=False)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

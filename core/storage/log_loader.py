@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.clock import Clock
-from core.storage.errors import CorruptIndexError
+from core.storage.errors import CorruptCheckpointError, CorruptIndexError
+from core.storage.leader_epoch import LeaderEpochCache
 from core.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -50,6 +52,53 @@ def parse_topic_partition(dir_name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
+def load_segments(
+    directory: Path,
+    config: LogConfig,
+    *,
+    clock: Clock,
+    recovery_point: int,
+    log_start_offset: int,
+    clean_shutdown: bool,
+) -> tuple[list[LogSegment], LeaderEpochCache]:
+    """All the steps of the module docstring: the surviving segments (at least one; an
+    empty directory gets an empty segment at ``log_start_offset``), the last one's
+    indexes grown back to full size, and the leader-epoch cache (rebuilt from the batch
+    headers if its checkpoint is unreadable)."""
+    parse_topic_partition(directory.name)
+    directory.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(directory, config, clock=clock)
+    try:
+        epochs, rebuild_epochs = LeaderEpochCache.load(directory), False
+    except (CorruptCheckpointError, ValueError) as exc:
+        log.warning("%s; rebuilding the leader epoch cache from the log", exc)
+        epochs, rebuild_epochs = LeaderEpochCache(directory), True
+    segments = open_segments(directory, config, clock=clock)
+    segments = recover_segments(
+        segments, config, recovery_point=recovery_point,
+        clean_shutdown=clean_shutdown, epochs=epochs,
+    )  # fmt: skip
+    if not segments:
+        segments = [LogSegment.open(directory, log_start_offset, config, clock=clock)]
+    if rebuild_epochs:
+        for seg in segments:
+            for _, header in seg.iter_batches():
+                epoch = header.partition_leader_epoch
+                if epoch >= 0 and epoch > epochs.latest_epoch:
+                    epochs.assign(epoch, header.base_offset, flush=False)
+    segments[-1].resize_indexes(config.segment_index_bytes)
+    return segments, epochs
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory so renames and new files in it survive a crash."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _base_offset(name: str) -> int | None:
     digits = name.split(".", 1)[0]
     return int(digits) if len(digits) == 20 and digits.isdigit() else None
@@ -72,10 +121,14 @@ def remove_leftovers(directory: Path, config: LogConfig, *, clock: Clock) -> Non
     for base in sorted(swaps):
         _complete_swap(directory, base, config, clock=clock)
     for path in directory.iterdir():
-        if path.name.endswith((INDEX_EXT, TIME_INDEX_EXT)) and _base_offset(path.name) is not None:
-            if not (directory / (path.name.rsplit(".", 1)[0] + LOG_EXT)).exists():
-                log.info("deleting orphan index file %s", path)
-                path.unlink(missing_ok=True)
+        is_index = path.name.endswith((INDEX_EXT, TIME_INDEX_EXT))
+        if is_index and _base_offset(path.name) is not None and not _log_of(path).exists():
+            log.info("deleting orphan index file %s", path)
+            path.unlink(missing_ok=True)
+
+
+def _log_of(index_path: Path) -> Path:
+    return index_path.with_name(index_path.name.rsplit(".", 1)[0] + LOG_EXT)
 
 
 def _complete_swap(directory: Path, base: int, config: LogConfig, *, clock: Clock) -> None:
@@ -85,7 +138,11 @@ def _complete_swap(directory: Path, base: int, config: LogConfig, *, clock: Cloc
         end = swap.next_offset()
         for path in directory.iterdir():
             other = _base_offset(path.name)
-            if path.name.endswith(LOG_EXT) and other is not None and base <= other < max(end, base + 1):
+            if (
+                path.name.endswith(LOG_EXT)
+                and other is not None
+                and base <= other < max(end, base + 1)
+            ):
                 log.info("completing swap of %s: deleting replaced segment %s", swap.log_path, path)
                 for ext in (LOG_EXT, INDEX_EXT, TIME_INDEX_EXT):
                     (directory / f"{other:020d}{ext}").unlink(missing_ok=True)
@@ -135,7 +192,9 @@ def recover_segments(
         for seg in segments:
             check_or_rebuild(seg, config, epochs)
         return segments
-    first_unflushed = max(0, bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1)
+    first_unflushed = max(
+        0, bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1
+    )
     for seg in segments[:first_unflushed]:
         check_or_rebuild(seg, config, epochs)
     for i in range(first_unflushed, len(segments)):

@@ -80,7 +80,9 @@ def _validate_client_batch(
             f"the maximum configured value of {config.max_message_bytes} (max.message.bytes)"
         )
     if not is_crc_valid(buf, pos, h):
-        raise CorruptRecordError(f"record batch at byte {pos} of the append to {where} fails its CRC")
+        raise CorruptRecordError(
+            f"record batch at byte {pos} of the append to {where} fails its CRC"
+        )
     if h.last_offset_delta + 1 != h.records_count:
         raise InvalidRecordError(
             f"record batch in the append to {where} has lastOffsetDelta {h.last_offset_delta} "
@@ -160,7 +162,9 @@ def validate_replicated_batches(
     spans: list[BatchSpan] = []
     for pos, h in batches:
         if not is_crc_valid(buf, pos, h):
-            raise CorruptRecordError(f"replicated batch at offset {h.base_offset} for {where} fails its CRC")
+            raise CorruptRecordError(
+                f"replicated batch at offset {h.base_offset} for {where} fails its CRC"
+            )
         if h.base_offset < expected:
             raise NonMonotonicAppendError(
                 f"replicated batch for {where} starts at offset {h.base_offset}, below "
@@ -173,3 +177,23 @@ def validate_replicated_batches(
         expected = h.next_offset
     first = batches[0][1].base_offset if batches else log_end_offset
     return ValidatedAppend(buf, first, expected - 1, max_ts, max_ts_offset, records, spans)
+
+
+def split_into_runs(append: ValidatedAppend, limit: int) -> list[ValidatedAppend]:
+    """Cut a replicated append into runs of whole batches of at most ``limit`` bytes
+    each (every batch must fit on its own), so each run can go to one segment."""
+    if len(append.data) <= limit:
+        return [append]
+    runs, start, spans = [], 0, append.spans
+    while start < len(spans):
+        end, base_pos = start, spans[start][0]
+        while end < len(spans) and spans[end][0] + spans[end][1] - base_pos <= limit:
+            end += 1
+        chunk = spans[start:end]
+        data = append.data[base_pos : chunk[-1][0] + chunk[-1][1]]
+        first = int.from_bytes(data[0:8], "big", signed=True)
+        max_ts, max_off = max(((ts, last) for _, _, last, ts in chunk), key=lambda t: t[0])
+        rel = [(p - base_pos, size, last, ts) for p, size, last, ts in chunk]
+        runs.append(ValidatedAppend(data, first, chunk[-1][2], max_ts, max_off, 0, rel))
+        start = end
+    return runs

@@ -12,14 +12,19 @@ The per-record loops run in C (``core.storage.codec``); this module adds the nam
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import repeat
 
 from core.storage import codec
 from core.storage.batch import LOG_APPEND_TIME, BatchHeader, iter_batches, parse_header
 from core.storage.errors import CorruptRecordError
 
 Headers = list[tuple[str, "bytes | None"]]
+_NO_HEADERS: Headers = []  # shared, never mutated (the C builder only reads it)
+_consume = partial(deque, maxlen=0)  # run an iterator to its end in C
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,32 @@ def build_batch_from_tuples(
         append(n, ts, key, value, headers)
     if builder.size() <= 61:
         raise ValueError("a batch needs at least one record")
+    return builder.build()
+
+
+def build_batch_from_columns(
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None,
+    headers: Sequence[Headers] | None,
+    timestamp: int | Sequence[int],
+    *,
+    compression: int = codec.NONE,
+) -> bytearray:
+    """Hot-path variant over columns: ``keys`` / ``headers`` None = none, ``timestamp``
+    one value for all or one per record. The per-record calls into the C builder are
+    driven by ``map`` (no Python-level loop)."""
+    n = len(values)
+    if not n:
+        raise ValueError("a batch needs at least one record")
+    builder = codec.new_batch_builder(compression=compression)
+    _consume(map(
+        builder.append,
+        range(n),
+        repeat(timestamp, n) if isinstance(timestamp, int) else timestamp,
+        repeat(None, n) if keys is None else keys,
+        values,
+        repeat(_NO_HEADERS, n) if headers is None else headers,
+    ))
     return builder.build()
 
 

@@ -17,20 +17,19 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from core.clock import Clock
-from core.storage.batch import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
-    BatchHeader,
-    is_crc_valid,
-    parse_header,
+from core.storage.batch import HEADER_SIZE, BatchHeader, parse_header
+from core.storage.batch_scan import (
+    Frame,
+    scan_frames,
+    scan_headers,
+    validated_batches,
+    whole_batches,
 )
 from core.storage.errors import CorruptIndexError, CorruptRecordError, KafkaStorageError
 from core.storage.index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
@@ -47,10 +46,6 @@ TIME_INDEX_EXT = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
-_SCAN_CHUNK = 16 * 1024
-_RECOVERY_CHUNK = 1024 * 1024
-_FRAME = struct.Struct(">qi")  # baseOffset, batchLength
-_INT32 = struct.Struct(">i")
 
 BatchSpan = tuple[int, int, int, int]
 """One batch of an append: ``(position in the data, size, last offset, max timestamp)``."""
@@ -195,16 +190,14 @@ class LogSegment:
                 f"offsets [{first_offset}, {last_offset}] do not fit segment {self.log_path}"
             )
         position = self.size
+        self._write(data)
         if position == 0:
             self.first_batch_timestamp = max_timestamp
-        self._write(data)
         if batches is None:
             batches = ((0, len(data), last_offset, max_timestamp),)
-            if max_timestamp > self.max_timestamp:
-                self.max_timestamp, self.max_timestamp_offset = max_timestamp, max_timestamp_offset
+            self._note_timestamp(max_timestamp, max_timestamp_offset)
         for rel_pos, size, batch_last, batch_max_ts in batches:
-            if batch_max_ts > self.max_timestamp:
-                self.max_timestamp, self.max_timestamp_offset = batch_max_ts, batch_last
+            self._note_timestamp(batch_max_ts, batch_last)
             self._maybe_index(batch_last, position + rel_pos)
             self._bytes_since_last_index_entry += size
         self.size = position + len(data)
@@ -240,7 +233,10 @@ class LogSegment:
         time (``segment.ms`` minus jitter), an index is full, or the offsets overflow."""
         if self.size > segment_bytes - incoming_size:
             return True
-        if self.size > 0 and self._time_waited(now_ms, max_timestamp) > max_segment_ms - self.roll_jitter_ms:
+        if (
+            self.size > 0
+            and self._time_waited(now_ms, max_timestamp) > max_segment_ms - self.roll_jitter_ms
+        ):
             return True
         if self.offset_index.is_full() or self.time_index.is_full():
             return True
@@ -254,21 +250,9 @@ class LogSegment:
 
     # --- reading -------------------------------------------------------------------
 
-    def _scan(self, start: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
-        """``(position, header)`` of each whole batch from ``start``; stops at a torn tail."""
-        end = self.size if end is None else end
-        pos, buf, buf_start = start, b"", start
-        while end - pos >= HEADER_SIZE:
-            rel = pos - buf_start
-            if len(buf) - rel < HEADER_SIZE:
-                buf, buf_start, rel = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos), pos, 0
-                if len(buf) < HEADER_SIZE:
-                    return
-            header = parse_header(buf, rel)
-            if pos + header.size > end:
-                return
-            yield pos, header
-            pos += header.size
+    def _scan(self, start: int) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of each whole batch from ``start`` to the end."""
+        return scan_headers(self._fd, start, self.size)
 
     def iter_batches(self) -> Iterator[tuple[int, BatchHeader]]:
         """``(position, header)`` of every batch, in file order."""
@@ -277,13 +261,23 @@ class LogSegment:
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self._fd, header.size, position)
 
-    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset >= ``offset``."""
+    def locate(self, offset: int, start_position: int = 0) -> Frame | None:
+        """The first batch whose last offset >= ``offset`` (index lookup, then a forward
+        scan of frames), without parsing its full header."""
         _, index_pos = self.offset_index.lookup(offset)
-        for pos, header in self._scan(max(index_pos, start_position)):
-            if header.last_offset >= offset:
-                return pos, header
+        for frame in scan_frames(self._fd, max(index_pos, start_position), self.size):
+            if frame.last_offset >= offset:
+                return frame
         return None
+
+    def translate_offset(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset >= ``offset``."""
+        frame = self.locate(offset, start_position)
+        if frame is None:
+            return None
+        return frame.position, parse_header(os.pread(self._fd, HEADER_SIZE, frame.position))
 
     def read(
         self,
@@ -315,38 +309,24 @@ class LogSegment:
         up to ``max_bytes`` (at least that first batch if ``min_one_batch``), ending
         before byte ``max_position`` and before the first batch whose base offset is >=
         ``max_offset``. None if no batch in this segment reaches ``start_offset``."""
-        found = self.translate_offset(start_offset)
-        if found is None:
+        first = self.locate(start_offset)
+        if first is None:
             return None
-        pos, first = found
+        pos = first.position
         limit = self.size if max_position is None else min(max_position, self.size)
         budget = max(max_bytes, first.size) if min_one_batch else max_bytes
         want = min(budget, limit - pos)
         if want < first.size or (max_offset is not None and first.base_offset >= max_offset):
             return SegmentSlice(pos, b"", start_offset, start_offset)
         buf = os.pread(self._fd, want, pos)
-        used, next_offset = self._whole_batches(buf, max_offset)
-        return SegmentSlice(pos, buf if used == len(buf) else buf[:used], first.base_offset, next_offset)
+        used, next_offset = whole_batches(buf, max_offset)
+        return SegmentSlice(
+            pos, buf if used == len(buf) else buf[:used], first.base_offset, next_offset
+        )
 
-    @staticmethod
-    def _whole_batches(buf: bytes, max_offset: int | None) -> tuple[int, int]:
-        """Bytes of whole batches at the front of ``buf`` (stopping at ``max_offset``) and
-        the offset after the last of them. ``buf`` starts with at least one whole batch."""
-        used = 0
-        next_offset = -1
-        end = len(buf)
-        while end - used >= HEADER_SIZE:
-            base, length = _FRAME.unpack_from(buf, used)
-            if length < MIN_BATCH_LENGTH:
-                raise CorruptRecordError(f"batch length {length} below the v2 minimum")
-            size = length + LOG_OVERHEAD
-            if used + size > end or (max_offset is not None and base >= max_offset):
-                break
-            next_offset = base + _INT32.unpack_from(buf, used + 23)[0] + 1
-            used += size
-        return used, next_offset
-
-    def find_offset_by_timestamp(self, timestamp: int, start_offset: int = 0) -> tuple[int, int] | None:
+    def find_offset_by_timestamp(
+        self, timestamp: int, start_offset: int = 0
+    ) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` and
         offset >= ``start_offset``, or None."""
         _, ts_offset = self.time_index.lookup(timestamp)
@@ -363,8 +343,8 @@ class LogSegment:
         """The offset after the last batch (the base offset when empty)."""
         if self._next_offset is None:
             nxt = self.base_offset
-            for _, header in self._scan(self.offset_index.last_entry()[1]):
-                nxt = header.next_offset
+            for frame in scan_frames(self._fd, self.offset_index.last_entry()[1], self.size):
+                nxt = frame.last_offset + 1
             self._next_offset = nxt
         return self._next_offset
 
@@ -387,7 +367,9 @@ class LogSegment:
         if self.offset_index.entries and self.offset_index.last_entry()[1] >= self.size:
             raise CorruptIndexError(f"offset index of {self.log_path} points past the log end")
 
-    def recover(self, max_message_bytes: int, *, leader_epoch_cache: EpochSink | None = None) -> int:
+    def recover(
+        self, max_message_bytes: int, *, leader_epoch_cache: EpochSink | None = None
+    ) -> int:
         """Re-validate every batch from position 0 and rebuild both indexes; truncate the
         ``.log`` at the first invalid or partial batch. Returns the bytes truncated.
 
@@ -401,65 +383,41 @@ class LogSegment:
         self.first_batch_timestamp = None
         self._bytes_since_last_index_entry = 0
         file_size = os.fstat(self._fd).st_size
-        valid, next_offset = self._validate_from_start(file_size, max_message_bytes, leader_epoch_cache)
-        truncated = file_size - valid
-        if truncated:
-            log.warning(
-                "truncating %s at byte %d: %d invalid or partial bytes", self.log_path, valid, truncated
-            )
-            os.ftruncate(self._fd, valid)
-        self.size = valid
-        self._next_offset = next_offset
-        if self.max_timestamp >= 0:
-            self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset, skip_full_check=True)
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
-        self.indexes_missing = False
-        return truncated
-
-    def _validate_from_start(
-        self, file_size: int, max_message_bytes: int, epochs: EpochSink | None
-    ) -> tuple[int, int]:
-        pos, expected, buf, buf_start = 0, self.base_offset, b"", 0
-        while file_size - pos >= HEADER_SIZE:
-            rel = pos - buf_start
-            if len(buf) - rel < HEADER_SIZE:
-                buf, buf_start, rel = os.pread(self._fd, _RECOVERY_CHUNK, pos), pos, 0
-            try:
-                header = parse_header(buf, rel)
-            except CorruptRecordError as exc:
-                log.warning("%s: bad batch header at byte %d: %s", self.log_path, pos, exc)
-                break
-            if header.size > max_message_bytes or pos + header.size > file_size:
-                break
-            if len(buf) - rel < header.size:
-                buf, buf_start, rel = os.pread(self._fd, max(_RECOVERY_CHUNK, header.size), pos), pos, 0
-            if not is_crc_valid(buf, rel, header):
-                log.warning("%s: CRC mismatch in the batch at byte %d", self.log_path, pos)
-                break
-            if header.base_offset < expected or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
-                log.warning("%s: out-of-order offsets at byte %d", self.log_path, pos)
-                break
+        valid, next_offset = 0, self.base_offset
+        for pos, header in validated_batches(
+            self._fd, file_size, base_offset=self.base_offset,
+            max_message_bytes=max_message_bytes, name=self.log_path,
+        ):  # fmt: skip
             if pos == 0:
                 self.first_batch_timestamp = header.max_timestamp
-            if header.max_timestamp > self.max_timestamp:
-                self.max_timestamp, self.max_timestamp_offset = header.max_timestamp, header.last_offset
+            self._note_timestamp(header.max_timestamp, header.last_offset)
             self._maybe_index(header.last_offset, pos)
             self._bytes_since_last_index_entry += header.size
             epoch = header.partition_leader_epoch
+            epochs = leader_epoch_cache
             if epochs is not None and epoch >= 0 and epoch > epochs.latest_epoch:
                 epochs.assign(epoch, header.base_offset, flush=False)
-            expected = header.next_offset
-            pos += header.size
-        return pos, expected
+            valid, next_offset = pos + header.size, header.next_offset
+        truncated = file_size - valid
+        if truncated:
+            log.warning("truncating %s at byte %d (%d bytes)", self.log_path, valid, truncated)
+            os.ftruncate(self._fd, valid)
+        self.size, self._next_offset = valid, next_offset
+        self.on_become_inactive()  # final time-index entry, trimmed indexes
+        self.indexes_missing = False
+        return truncated
+
+    def _note_timestamp(self, timestamp: int, offset: int) -> None:
+        if timestamp > self.max_timestamp:
+            self.max_timestamp, self.max_timestamp_offset = timestamp, offset
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset`` (a batch holding
         ``offset`` goes whole); trims the indexes. Returns the bytes removed."""
-        found = self.translate_offset(offset)
+        found = self.locate(offset)
         if found is None:
             return 0
-        position = found[0]
+        position = found.position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         os.ftruncate(self._fd, position)
@@ -479,8 +437,7 @@ class LogSegment:
             self.max_timestamp_offset = self.base_offset
         _, pos = self.offset_index.lookup(self.max_timestamp_offset)
         for _, header in self._scan(pos):
-            if header.max_timestamp > self.max_timestamp:
-                self.max_timestamp, self.max_timestamp_offset = header.max_timestamp, header.last_offset
+            self._note_timestamp(header.max_timestamp, header.last_offset)
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -488,10 +445,14 @@ class LogSegment:
         self.offset_index.resize(size)
         self.time_index.resize(size)
 
+    def _final_time_entry(self) -> None:
+        if self.max_timestamp >= 0:
+            ts, offset = self.max_timestamp, self.max_timestamp_offset
+            self.time_index.maybe_append(ts, offset, skip_full_check=True)
+
     def on_become_inactive(self) -> None:
         """At roll: force the final time-index entry and trim both indexes."""
-        if self.max_timestamp >= 0:
-            self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset, skip_full_check=True)
+        self._final_time_entry()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
 
@@ -508,8 +469,7 @@ class LogSegment:
         """Force the final time-index entry, trim the indexes, release the files."""
         if self._fd < 0:
             return
-        if self.max_timestamp >= 0:
-            self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset, skip_full_check=True)
+        self._final_time_entry()
         self.offset_index.close()
         self.time_index.close()
         os.close(self._fd)

@@ -273,3 +273,43 @@ class V2Client:
 @pytest.fixture
 def v2(client: httpx.Client) -> V2Client:
     return V2Client(client)
+
+
+# --- brokers with non-default limits (added for test_v2_flows / test_v2_concurrency) ------
+
+#: ``consumer.instance.timeout.ms`` of ``expiry_server``.
+INSTANCE_TIMEOUT_MS = 2000
+#: ``message.max.bytes`` and ``max.request.size`` of ``limits_server``.
+MESSAGE_MAX_BYTES = 2048
+MAX_REQUEST_SIZE = 65536
+
+
+@pytest.fixture(scope="session")
+def expiry_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FranzServer]:
+    """A broker whose idle consumer instances expire after ``INSTANCE_TIMEOUT_MS``."""
+    server = _server(
+        tmp_path_factory,
+        "expiry",
+        ["num.partitions=3", f"consumer.instance.timeout.ms={INSTANCE_TIMEOUT_MS}"],
+    )
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def limits_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FranzServer]:
+    """A broker with small size limits: ``message.max.bytes`` (the topic default
+    ``max.message.bytes``) and ``max.request.size`` (largest HTTP produce body)."""
+    server = _server(
+        tmp_path_factory,
+        "limits",
+        [
+            "num.partitions=3",
+            f"message.max.bytes={MESSAGE_MAX_BYTES}",
+            f"max.request.size={MAX_REQUEST_SIZE}",
+        ],
+    )
+    server.start()
+    yield server
+    server.stop()

@@ -85,18 +85,26 @@ def test_empty_log(log_dir: Path, clock: ManualClock) -> None:
     plog.close()
 
 
-@pytest.mark.parametrize("compression", [codec.NONE, codec.GZIP, codec.SNAPPY, codec.LZ4, codec.ZSTD])
-def test_round_trip_with_every_compression(log_dir: Path, clock: ManualClock, compression: int) -> None:
+@pytest.mark.parametrize(
+    "compression", [codec.NONE, codec.GZIP, codec.SNAPPY, codec.LZ4, codec.ZSTD]
+)
+def test_round_trip_with_every_compression(
+    log_dir: Path, clock: ManualClock, compression: int
+) -> None:
     plog = open_log(log_dir, clock, segment_bytes=1500)
     expected = []
     for i in range(30):
-        info = plog.append_as_leader(make_batch(7, tag=f"b{i}-", compression=compression, value_size=50), leader_epoch=3)
+        info = plog.append_as_leader(
+            make_batch(7, tag=f"b{i}-", compression=compression, value_size=50), leader_epoch=3
+        )
         assert (info.first_offset, info.last_offset, info.num_records) == (7 * i, 7 * i + 6, 7)
         expected += [(7 * i + j, f"b{i}-{j}".encode() + b"x" * 50) for j in range(7)]
     assert len(plog.segments) > 1
     assert values(plog) == expected
     plog.close()
-    plog = PartitionLog.open(log_dir, LogConfig(segment_bytes=1500), clock=clock, clean_shutdown=True)
+    plog = PartitionLog.open(
+        log_dir, LogConfig(segment_bytes=1500), clock=clock, clean_shutdown=True
+    )
     assert values(plog) == expected
     fetched = plog.read(100, 1)
     first = parse_header(fetched.data)
@@ -207,11 +215,15 @@ def test_read_at_leo_and_out_of_range(log_dir: Path, clock: ManualClock) -> None
     plog.close()
 
 
-def test_max_offset_is_an_exclusive_bound_on_base_offsets(log_dir: Path, clock: ManualClock) -> None:
+def test_max_offset_is_an_exclusive_bound_on_base_offsets(
+    log_dir: Path, clock: ManualClock
+) -> None:
     plog = open_log(log_dir, clock)
     for _ in range(4):
         plog.append_as_leader(make_batch(3), leader_epoch=0)
-    assert [r.offset for r in decode_records(plog.read(0, 1 << 20, max_offset=6).data)] == list(range(6))
+    assert [r.offset for r in decode_records(plog.read(0, 1 << 20, max_offset=6).data)] == list(
+        range(6)
+    )
     assert plog.read(0, 1 << 20, max_offset=7).high_offset == 9  # the batch [6, 8] starts below 7
     assert plog.read(6, 1 << 20, max_offset=6).data == b""
     assert plog.read(7, 1 << 20, max_offset=6).data == b""
@@ -238,7 +250,9 @@ def assert_nothing_written(plog: PartitionLog, leo: int, size: int) -> None:
     assert os.path.getsize(plog.active_segment.log_path) == plog.active_segment.size
 
 
-def test_invalid_batches_are_rejected_and_nothing_is_written(log_dir: Path, clock: ManualClock) -> None:
+def test_invalid_batches_are_rejected_and_nothing_is_written(
+    log_dir: Path, clock: ManualClock
+) -> None:
     plog = open_log(log_dir, clock, max_message_bytes=2000, segment_bytes=5000)
     plog.append_as_leader(make_batch(2), leader_epoch=0)
     leo, size = plog.log_end_offset, plog.size_in_bytes
@@ -267,10 +281,14 @@ def test_invalid_batches_are_rejected_and_nothing_is_written(log_dir: Path, cloc
         plog.append_as_leader(payload(good) + b"\x00" * 10, leader_epoch=0)
 
     with pytest.raises(RecordBatchTooLargeError):
-        plog.append_as_leader(payload(*[make_batch(3, value_size=400) for _ in range(4)]), leader_epoch=0)
+        plog.append_as_leader(
+            payload(*[make_batch(3, value_size=400) for _ in range(4)]), leader_epoch=0
+        )
 
     with pytest.raises(InvalidTimestampError):
-        strict = LogConfig(message_timestamp_after_max_ms=1000, message_timestamp_before_max_ms=1000)
+        strict = LogConfig(
+            message_timestamp_after_max_ms=1000, message_timestamp_before_max_ms=1000
+        )
         plog.update_config(strict)
         plog.append_as_leader(payload(good, make_batch(1, ts=NOW + 5000)), leader_epoch=0)
     with pytest.raises(InvalidTimestampError):
@@ -500,16 +518,22 @@ def test_flush_tracks_recovery_point_and_time(log_dir: Path, clock: ManualClock)
 
 def test_on_roll_callback_replaces_the_synchronous_flush(log_dir: Path, clock: ManualClock) -> None:
     rolled: list[int] = []
-    plog = PartitionLog.open(log_dir, LogConfig(), clock=clock, on_roll=lambda lg, base: rolled.append(base))
+    plog = PartitionLog.open(
+        log_dir, LogConfig(), clock=clock, on_roll=lambda lg, base: rolled.append(base)
+    )
     plog.append_as_leader(make_batch(3), leader_epoch=0)
     plog.roll()
     assert rolled == [3] and plog.recovery_point == 0
     plog.close()
 
 
-def cleaned_copy(plog: PartitionLog, clock: ManualClock, old: list[LogSegment], keep_every: int) -> LogSegment:
+def cleaned_copy(
+    plog: PartitionLog, clock: ManualClock, old: list[LogSegment], keep_every: int
+) -> LogSegment:
     """A stand-in for the compactor: copy every ``keep_every``-th batch to ``.cleaned``."""
-    new = LogSegment.open(plog.dir, old[0].base_offset, plog.config, clock=clock, suffix=CLEANED_SUFFIX)
+    new = LogSegment.open(
+        plog.dir, old[0].base_offset, plog.config, clock=clock, suffix=CLEANED_SUFFIX
+    )
     n = 0
     for seg in old:
         for pos, h in seg.iter_batches():
@@ -532,7 +556,14 @@ def test_replace_segments(log_dir: Path, clock: ManualClock) -> None:
     assert plog.segments[0] is new and new.suffix == ""
     expected = [o for o in range(24) if o >= 12 or (o // 2) % 2 == 0]
     assert [r.offset for r in read_all(plog)] == expected
-    assert sorted(p.name for p in log_dir.iterdir() if "." in p.name and p.suffix not in (".log", ".index", ".timeindex")) == []
+    assert (
+        sorted(
+            p.name
+            for p in log_dir.iterdir()
+            if "." in p.name and p.suffix not in (".log", ".index", ".timeindex")
+        )
+        == []
+    )
     assert plog.size_in_bytes == sum(s.size for s in plog.segments)
     plog.close()
     again = PartitionLog.open(log_dir, config, clock=clock, clean_shutdown=True)
@@ -540,7 +571,9 @@ def test_replace_segments(log_dir: Path, clock: ManualClock) -> None:
     again.close()
 
 
-def test_open_completes_an_interrupted_swap_and_removes_leftovers(log_dir: Path, clock: ManualClock) -> None:
+def test_open_completes_an_interrupted_swap_and_removes_leftovers(
+    log_dir: Path, clock: ManualClock
+) -> None:
     config = LogConfig(segment_bytes=len(make_batch(2, tag="00.")) * 3)
     plog = PartitionLog.open(log_dir, config, clock=clock)
     for i in range(12):
@@ -557,12 +590,16 @@ def test_open_completes_an_interrupted_swap_and_removes_leftovers(log_dir: Path,
     assert [s.base_offset for s in again.segments] == [0, 12, 18]
     expected = [o for o in range(24) if o >= 12 or (o // 2) % 3 == 0]
     assert [r.offset for r in read_all(again)] == expected
-    leftovers = [p.name for p in log_dir.iterdir() if p.name.endswith((".swap", ".cleaned", ".deleted"))]
+    leftovers = [
+        p.name for p in log_dir.iterdir() if p.name.endswith((".swap", ".cleaned", ".deleted"))
+    ]
     assert leftovers == [] and not (log_dir / f"{97:020d}.index").exists()
     again.close()
 
 
-def test_corrupt_epoch_checkpoint_is_rebuilt_from_the_log(log_dir: Path, clock: ManualClock) -> None:
+def test_corrupt_epoch_checkpoint_is_rebuilt_from_the_log(
+    log_dir: Path, clock: ManualClock
+) -> None:
     plog = open_log(log_dir, clock)
     plog.append_as_leader(make_batch(2), leader_epoch=3)
     plog.append_as_leader(make_batch(2), leader_epoch=5)

@@ -40,21 +40,37 @@ records_strategy = st.lists(
 
 @dataclass
 class Model:
-    """What the log should hold: records by offset, batch bounds, epochs, offsets."""
+    """What the log should hold: records by offset, batches, epoch entries, offsets."""
 
     records: dict[int, tuple[bytes | None, bytes | None, int]] = field(default_factory=dict)
-    batches: list[tuple[int, int]] = field(default_factory=list)  # (base, last)
-    epochs: list[tuple[int, int]] = field(default_factory=list)
+    batches: list[tuple[int, int, int]] = field(default_factory=list)  # (base, last, epoch)
+    epochs: list[tuple[int, int]] = field(default_factory=list)  # (epoch, start offset)
     log_start: int = 0
     leo: int = 0
 
-    def add(self, base: int, rows: list[tuple[bytes | None, bytes | None, int]], epoch: int) -> None:
+    def add(
+        self, base: int, rows: list[tuple[bytes | None, bytes | None, int]], epoch: int
+    ) -> None:
         for i, (key, value, ts) in enumerate(rows):
             self.records[base + i] = (key, value, NOW + ts)
-        self.batches.append((base, base + len(rows) - 1))
+        self.batches.append((base, base + len(rows) - 1, epoch))
         self.leo = base + len(rows)
-        if not self.epochs or epoch > self.epochs[-1][0]:  # Kafka's assign: drop what it overrides
-            self.epochs = [e for e in self.epochs if e[0] < epoch and e[1] < base] + [(epoch, base)]
+        self.note_epoch(epoch, base)
+
+    # the leader-epoch cache rules (KIP-101), kept deliberately plain
+    def note_epoch(self, epoch: int, start: int) -> None:
+        if not self.epochs or epoch > self.epochs[-1][0]:
+            self.epochs = [e for e in self.epochs if e[0] < epoch and e[1] < start] + [
+                (epoch, start)
+            ]
+
+    def epochs_end_at(self, end: int) -> None:
+        self.epochs = [e for e in self.epochs if e[1] < end]
+
+    def epochs_start_at(self, start: int) -> None:
+        below = [e for e in self.epochs if e[1] <= start]
+        if below:
+            self.epochs = [(below[-1][0], start)] + [e for e in self.epochs if e[1] > start]
 
     def truncate(self, target: int, segment_bases: list[int]) -> None:
         if target >= self.leo:
@@ -64,24 +80,27 @@ class Model:
             self.log_start = self.leo = target
             return
         self.batches = [b for b in self.batches if b[1] < target]
-        self.records = {o: r for o, r in self.records.items() if o < target and self._kept(o)}
+        kept = {o for b, last, _ in self.batches for o in range(b, last + 1)}
+        self.records = {o: r for o, r in self.records.items() if o in kept}
         active_base = max(b for b in segment_bases if b <= target)
         self.leo = max(self.batches[-1][1] + 1 if self.batches else 0, active_base)
         self.log_start = min(self.log_start, self.leo)
-        self.epochs = [e for e in self.epochs if e[1] < self.leo]
-
-    def _kept(self, offset: int) -> bool:
-        return any(b <= offset <= last for b, last in self.batches)
+        self.epochs_end_at(self.leo)
 
     def move_start(self, offset: int) -> None:
-        if offset <= self.log_start:
-            return
-        self.log_start = offset
-        below = [e for e in self.epochs if e[1] <= offset]
-        if below and below[-1][1] != offset:
-            self.epochs = [(below[-1][0], offset)] + [e for e in self.epochs if e[1] > offset]
-        elif below:
-            self.epochs = [e for e in self.epochs if e[1] >= offset]
+        if offset > self.log_start:
+            self.log_start = offset
+            self.epochs_start_at(offset)
+
+    def reopen(self, segment_bases: list[int], recovery_point: int | None) -> None:
+        """Recovery re-reads the epochs of the batches it recovers (None: clean)."""
+        if recovery_point is not None:
+            first = max([b for b in segment_bases if b <= recovery_point], default=segment_bases[0])
+            for base, _, epoch in self.batches:
+                if base >= first:
+                    self.note_epoch(epoch, base)
+        self.epochs_end_at(self.leo + 1)
+        self.epochs_start_at(self.log_start)
 
 
 class PartitionLogMachine(RuleBasedStateMachine):
@@ -112,7 +131,9 @@ class PartitionLogMachine(RuleBasedStateMachine):
             self.log.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def _batch(self, rows: list[tuple[bytes | None, bytes | None, int]], compression: int, base: int = 0) -> bytearray:
+    def _batch(
+        self, rows: list[tuple[bytes | None, bytes | None, int]], compression: int, base: int = 0
+    ) -> bytearray:
         records = [NewRecord(value=v, key=k, timestamp=NOW + ts) for k, v, ts in rows]
         return build_batch(records, now_ms=NOW, compression=compression, base_offset=base)
 
@@ -135,7 +156,11 @@ class PartitionLogMachine(RuleBasedStateMachine):
             self.model.add(self.model.leo, rows, self.epoch)
         assert info.last_offset == self.model.leo - 1
 
-    @rule(rows=records_strategy, gap=st.integers(min_value=0, max_value=5), compression=st.sampled_from(CODECS))
+    @rule(
+        rows=records_strategy,
+        gap=st.integers(min_value=0, max_value=5),
+        compression=st.sampled_from(CODECS),
+    )
     def append_as_follower(self, rows: list, gap: int, compression: int) -> None:
         base = self.model.leo + gap
         batch = self._batch(rows, compression, base)
@@ -149,7 +174,9 @@ class PartitionLogMachine(RuleBasedStateMachine):
     def read(self, data: st.DataObject, max_bytes: int, bounded: bool) -> None:
         m = self.model
         offset = data.draw(st.integers(min_value=m.log_start, max_value=m.leo))
-        max_offset = data.draw(st.integers(min_value=m.log_start, max_value=m.leo)) if bounded else None
+        max_offset = (
+            data.draw(st.integers(min_value=m.log_start, max_value=m.leo)) if bounded else None
+        )
         fetched = self.log.read(offset, max_bytes, max_offset=max_offset)
         if offset == m.leo or (max_offset is not None and offset >= max_offset):
             assert fetched.data == b""
@@ -159,12 +186,16 @@ class PartitionLogMachine(RuleBasedStateMachine):
             assert fetched.data == b""
             return
         assert fetched.first_offset == first[0] and fetched.data
-        assert any(last + 1 == fetched.high_offset for _, last in m.batches)
+        assert any(last + 1 == fetched.high_offset for _, last, _ in m.batches)
         got = [(r.offset, r.key, r.value, r.timestamp) for r in decode_records(fetched.data)]
-        expected = [(o, *m.records[o]) for o in sorted(m.records) if first[0] <= o < fetched.high_offset]
+        expected = [
+            (o, *m.records[o]) for o in sorted(m.records) if first[0] <= o < fetched.high_offset
+        ]
         assert got == expected
         if max_offset is not None:
-            assert all(b[0] < max_offset for b in m.batches if b[1] < fetched.high_offset and b[0] >= first[0])
+            assert all(
+                b[0] < max_offset for b in m.batches if first[0] <= b[0] < fetched.high_offset
+            )
 
     @rule(data=st.data())
     def read_below_log_start_fails(self, data: st.DataObject) -> None:
@@ -206,12 +237,20 @@ class PartitionLogMachine(RuleBasedStateMachine):
         self.log.flush()
         assert self.log.recovery_point == self.model.leo
 
-    @rule(ms=st.integers(min_value=0, max_value=10_000), query=st.integers(min_value=-6_000, max_value=6_000))
+    @rule(
+        ms=st.integers(min_value=0, max_value=10_000),
+        query=st.integers(min_value=-6_000, max_value=6_000),
+    )
     def offset_for_timestamp(self, ms: int, query: int) -> None:
         self.clock.advance(ms)
         m = self.model
         expected = next(
-            ((o, r[2]) for o, r in sorted(m.records.items()) if o >= m.log_start and r[2] >= NOW + query), None
+            (
+                (o, r[2])
+                for o, r in sorted(m.records.items())
+                if o >= m.log_start and r[2] >= NOW + query
+            ),
+            None,
         )
         assert self.log.offset_for_timestamp(NOW + query) == expected
 
@@ -219,6 +258,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
     def reopen_clean(self) -> None:
         old = self.log
         old.close()
+        self.model.reopen([s.base_offset for s in old.segments], None)
         self.log = PartitionLog.open(
             old.dir, self.config, clock=self.clock, recovery_point=old.recovery_point,
             log_start_offset=old.log_start_offset, clean_shutdown=True,
@@ -231,9 +271,11 @@ class PartitionLogMachine(RuleBasedStateMachine):
         crashed = self._new_dir()
         shutil.copytree(old.dir, crashed)
         old.close()
+        recovery_point = 0 if from_zero else old.recovery_point
+        self.model.reopen([s.base_offset for s in old.segments], recovery_point)
         self.log = PartitionLog.open(
             crashed, self.config, clock=self.clock, log_start_offset=old.log_start_offset,
-            recovery_point=0 if from_zero else old.recovery_point, clean_shutdown=False,
+            recovery_point=recovery_point, clean_shutdown=False,
         )  # fmt: skip
         shutil.rmtree(old.dir)
 
@@ -251,8 +293,8 @@ class PartitionLogMachine(RuleBasedStateMachine):
 
 
 PartitionLogMachine.TestCase.settings = settings(
-    max_examples=60,
-    stateful_step_count=30,
+    max_examples=150,
+    stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -16,7 +16,10 @@ NOW = 1_700_000_000_000
 
 
 def make_batch(base: int, count: int, *, ts: int = NOW, value_size: int = 20) -> bytearray:
-    records = [NewRecord(value=bytes([65 + i % 26]) * value_size, key=b"k%d" % i, timestamp=ts + i) for i in range(count)]
+    records = [
+        NewRecord(value=bytes([65 + i % 26]) * value_size, key=b"k%d" % i, timestamp=ts + i)
+        for i in range(count)
+    ]
     return build_batch(records, now_ms=ts, base_offset=base)
 
 
@@ -26,8 +29,16 @@ def append(seg: LogSegment, buf: bytes | bytearray) -> None:
                max_timestamp=h.max_timestamp, max_timestamp_offset=h.last_offset)  # fmt: skip
 
 
-def open_segment(directory: Path, base: int = 0, *, interval: int = 4096, index_bytes: int = 1 << 16) -> LogSegment:
-    return LogSegment(directory, base, index_interval_bytes=interval, max_index_bytes=index_bytes, clock=ManualClock(NOW))
+def open_segment(
+    directory: Path, base: int = 0, *, interval: int = 4096, index_bytes: int = 1 << 16
+) -> LogSegment:
+    return LogSegment(
+        directory,
+        base,
+        index_interval_bytes=interval,
+        max_index_bytes=index_bytes,
+        clock=ManualClock(NOW),
+    )
 
 
 def fill(seg: LogSegment, batches: int, per_batch: int = 5, *, start: int = 0) -> list[bytearray]:
@@ -136,7 +147,9 @@ def test_multi_batch_append_indexes_per_batch(tmp_path: Path) -> None:
                     max_timestamp_offset=3, batches=spans)  # fmt: skip
     assert index_entries(together) == index_entries(one_by_one) != []
     whole = open_segment(tmp_path / "c", interval=150)
-    whole.append(data, first_offset=0, last_offset=47, max_timestamp=NOW + 3, max_timestamp_offset=3)
+    whole.append(
+        data, first_offset=0, last_offset=47, max_timestamp=NOW + 3, max_timestamp_offset=3
+    )
     assert index_entries(whole) == []  # one append without spans: the first is never indexed
     for seg in (one_by_one, together, whole):
         seg.close()
@@ -157,7 +170,9 @@ def test_find_offset_by_timestamp(tmp_path: Path) -> None:
     seg = open_segment(tmp_path, interval=0)
     stamps = [100, 300, 200, 500, 400, 500, 900]
     for i, ts in enumerate(stamps):
-        append(seg, build_batch([NewRecord(value=b"v", timestamp=NOW + ts)], now_ms=NOW, base_offset=i))
+        append(
+            seg, build_batch([NewRecord(value=b"v", timestamp=NOW + ts)], now_ms=NOW, base_offset=i)
+        )
     assert seg.max_timestamp == NOW + 900 and seg.max_timestamp_offset == 6
     assert seg.time_index.entries > 0
     for target in (0, 100, 150, 250, 300, 450, 500, 501, 900):
@@ -212,7 +227,7 @@ def test_recover_rebuilds_indexes_and_truncates_garbage(tmp_path: Path) -> None:
 
 def test_recover_rejects_batches_above_max_message_bytes(tmp_path: Path) -> None:
     seg = open_segment(tmp_path)
-    written = fill(seg, 3)
+    fill(seg, 3)
     written_big = make_batch(15, 50, value_size=100)
     append(seg, written_big)
     assert seg.recover(len(written_big) - 1) == len(written_big)

@@ -1,0 +1,967 @@
+"""HTTP load generator for franz, measured beside same-shape ceiling servers in one run.
+
+    python benchmarks/http_bench.py [--rounds 3] [--duration 5] [--json out.json]
+
+By default it starts, on loopback only, a franz broker (``python -m app.cli serve``) and
+the ceiling servers of ``benchmarks/ceiling.py``, all pinned with ``taskset`` to
+``--server-cpu`` (default 0), pins itself to ``--client-cpu`` (default 1), preloads a
+topic for the reads, then runs every case ``--rounds`` times, each franz case right
+after its ceiling counterpart (interleaved, so both see the same machine noise), and
+reports medians, the per-round franz/ceiling ratios' median, and CPU time per request
+of server and generator (from /proc and ``time.process_time``; CPU per request is far
+less noisy than throughput on a shared machine). ``--franz HOST:PORT`` / ``--ceiling
+HOST:PORT`` use servers that are already running instead.
+
+Cases (``--cases``, comma separated; 8 connections unless ``--connections``):
+
+produce           POST /topics/{t}, 1000 x 100-byte records (binary format: base64
+                  values), acks=1 (the default)  vs  ceiling raw-orjson POST echo
+produce1          the same with 1 record per POST (requests/s)  vs  the same echo
+consume_range     GET /topics/{t}/partitions/0/records?offset=&count=1000&max_bytes=100000,
+                  1000 records per GET from a preloaded topic, batch-aligned, each
+                  connection walking its own stretch  vs  ceiling GET of 1000 records
+                  (orjson.dumps of pre-built dicts per request)
+consume_instance  GET /consumers/{g}/instances/{i}/records?max_bytes=100000: one binary
+                  consumer instance per connection (create, assign, seek; auto commit off
+                  unless --auto-commit), 1000 records per GET  vs  the same ceiling
+tiny              GET tiny ``{}``: FastAPI and plain ASGI ceilings (generator headroom)
+latency_idle      one consumer instance long-polling GET .../records?timeout=1000 and one
+                  producer POSTing 1 record at a time (the next one --lat-gap ms after
+                  the previous one was received); latency = receive - send, --samples
+                  samples  vs  ceiling: GET waiting on a future that a POST resolves
+latency_load      latency_idle while 4 connections produce 1000-record POSTs paced at
+                  --load-fraction (0.5) of the produce rate measured in the same round
+
+``--client httpx`` uses httpx instead of raw HTTP/1.1 over asyncio streams;
+``--compare-clients`` measures both on the tiny and produce1 ceilings and reports the
+generator's CPU per request (the headroom question).
+
+Every loop is bounded by time (``--duration`` after ``--warmup``) and by a request count
+(``--max-requests``); the latency cases by ``--samples`` and a per-sample timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+BINARY = "application/vnd.kafka.binary.v2+json"
+V2 = "application/vnd.kafka.v2+json"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+BATCH = 1000
+VALUE_SIZE = 100
+READ_MAX_BYTES = BATCH * VALUE_SIZE  # key+value bytes of 1000 records
+
+
+# --- requests and connections ------------------------------------------------------------
+
+
+@dataclass
+class Req:
+    method: str
+    path: str
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    _raw: bytes | None = None
+
+    def raw(self, host: str) -> bytes:
+        if self._raw is None:
+            lines = [f"{self.method} {self.path} HTTP/1.1", f"Host: {host}"]
+            lines += [f"{k}: {v}" for k, v in self.headers.items()]
+            if self.body or self.method in ("POST", "PUT"):
+                lines.append(f"Content-Length: {len(self.body)}")
+            self._raw = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body
+        return self._raw
+
+
+Resp = tuple[int, dict[str, str], bytes]
+
+
+class RawConn:
+    """HTTP/1.1 keep-alive over asyncio streams; one request at a time."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.hostport = f"{host}:{port}"
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def connect(self) -> RawConn:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+        sock = self.writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return self
+
+    async def send(self, req: Req) -> Resp:
+        assert self.reader is not None and self.writer is not None
+        self.writer.write(req.raw(self.hostport))
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        headers: dict[str, str] = {}
+        for line in head[:-4].split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            headers[k.strip().lower().decode("latin-1")] = v.strip().decode("latin-1")
+        if "content-length" in headers:
+            body = await self.reader.readexactly(int(headers["content-length"]))
+        elif headers.get("transfer-encoding", "").lower() == "chunked":
+            parts = []
+            while True:
+                size = int((await self.reader.readuntil(b"\r\n"))[:-2].split(b";")[0], 16)
+                chunk = await self.reader.readexactly(size + 2)
+                if size == 0:
+                    break
+                parts.append(chunk[:-2])
+            body = b"".join(parts)
+        else:
+            body = b""
+        return status, headers, body
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(Exception):
+                await self.writer.wait_closed()
+
+
+class HttpxConn:
+    """The same interface over one httpx.AsyncClient with one keep-alive connection."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import httpx  # noqa: PLC0415
+
+        self.base = f"http://{host}:{port}"
+        self.client = httpx.AsyncClient(
+            base_url=self.base,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            timeout=30.0,
+        )
+
+    async def connect(self) -> HttpxConn:
+        return self
+
+    async def send(self, req: Req) -> Resp:
+        r = await self.client.request(req.method, req.path, content=req.body or None,
+                                      headers=req.headers)
+        return r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.content
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    if host not in ("127.0.0.1", "localhost", "::1", "[::1]"):
+        raise SystemExit(f"servers must be on loopback, not {host!r}")
+    return host, int(port)
+
+
+# --- payloads ------------------------------------------------------------------------------
+
+
+def produce_body(n: int, size: int = VALUE_SIZE) -> bytes:
+    return orjson.dumps(
+        {"records": [{"value": base64.b64encode(os.urandom(size)).decode()} for _ in range(n)]}
+    )
+
+
+def produce_req(path: str, body: bytes) -> Req:
+    return Req("POST", path, body, {"Content-Type": BINARY, "Accept": V2})
+
+
+# --- CPU accounting ------------------------------------------------------------------------
+
+
+def proc_cpu(pid: int | None) -> float:
+    """User+system CPU seconds of a process (all threads); 0 when unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+@dataclass
+class Target:
+    name: str
+    host: str
+    port: int
+    pid: int | None = None
+
+
+# --- closed-loop throughput ----------------------------------------------------------------
+
+
+@dataclass
+class LoadResult:
+    requests: int = 0
+    records: int = 0
+    bytes: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    server_cpu: float = 0.0
+    client_cpu: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        s = self.seconds or 1e-9
+        lat = sorted(self.latencies)
+        return {
+            "requests": self.requests,
+            "records": self.records,
+            "errors": self.errors,
+            "seconds": round(self.seconds, 3),
+            "req_per_s": self.requests / s,
+            "rec_per_s": self.records / s,
+            "mb_per_s": self.bytes / s / 1e6,
+            "server_cpu_util": self.server_cpu / s,
+            "client_cpu_util": self.client_cpu / s,
+            "server_cpu_us_per_req": 1e6 * self.server_cpu / self.requests if self.requests else None,
+            "client_cpu_us_per_req": 1e6 * self.client_cpu / self.requests if self.requests else None,
+            "req_latency_ms_p50": 1e3 * pct(lat, 50) if lat else None,
+            "req_latency_ms_p99": 1e3 * pct(lat, 99) if lat else None,
+        }
+
+
+def pct(sorted_values: list[float], p: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    k = min(len(sorted_values) - 1, max(0, round(p / 100 * (len(sorted_values) - 1))))
+    return sorted_values[k]
+
+
+# A "job" tells a connection what to send next and how many records/bytes an answer holds.
+NextReq = Callable[[int], Req]
+OnResp = Callable[[int, Req, Resp], Awaitable[tuple[int, int]]]
+
+
+async def closed_loop(
+    target: Target, conns: list[Any], next_req: NextReq, on_resp: OnResp, *,
+    warmup: float, duration: float, max_requests: int,
+) -> LoadResult:
+    res = LoadResult()
+    loop_t = time.perf_counter
+    t_start = loop_t() + warmup
+    t_end = t_start + duration
+    marks: dict[str, float] = {}
+
+    async def clock() -> None:
+        await asyncio.sleep(max(0.0, t_start - loop_t()))
+        marks["s0"], marks["c0"], marks["t0"] = proc_cpu(target.pid), time.process_time(), loop_t()
+        await asyncio.sleep(max(0.0, t_end - loop_t()))
+        marks["s1"], marks["c1"], marks["t1"] = proc_cpu(target.pid), time.process_time(), loop_t()
+
+    async def worker(i: int, conn: Any) -> None:
+        sent = 0
+        while sent < max_requests:
+            t0 = loop_t()
+            if t0 >= t_end:
+                return
+            req = next_req(i)
+            resp = await conn.send(req)
+            t1 = loop_t()
+            sent += 1
+            if resp[0] >= 300:
+                res.errors += 1
+                if res.errors > 20:
+                    raise RuntimeError(f"{target.name}: too many errors, last {resp[0]} {resp[2][:300]!r}")
+                continue
+            records, nbytes = await on_resp(i, req, resp)
+            if t0 >= t_start and t1 <= t_end:
+                res.requests += 1
+                res.records += records
+                res.bytes += nbytes
+                res.latencies.append(t1 - t0)
+
+    clock_task = asyncio.ensure_future(clock())
+    await asyncio.gather(*(worker(i, c) for i, c in enumerate(conns)))
+    if "t1" not in marks:  # stopped early by max_requests
+        marks["s1"], marks["c1"], marks["t1"] = proc_cpu(target.pid), time.process_time(), loop_t()
+        clock_task.cancel()
+    else:
+        await clock_task
+    if "t0" not in marks:
+        raise RuntimeError("the run ended before the warm-up did; raise --max-requests")
+    res.seconds = marks["t1"] - marks["t0"]
+    res.server_cpu = marks["s1"] - marks["s0"]
+    res.client_cpu = marks["c1"] - marks["c0"]
+    return res
+
+
+# --- the benchmark ---------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, franz: Target, ceiling: Target,
+                 plain: Target | None) -> None:
+        self.args = args
+        self.franz, self.ceiling, self.plain = franz, ceiling, plain
+        self.baseline: Target | None = None
+        self.conn_cls = HttpxConn if args.client == "httpx" else RawConn
+        self.batch_body = produce_body(BATCH)
+        self.one_body = produce_body(1)
+        self.read_topic = "bench-read"
+        self.preloaded = 0
+        self.run_id = f"{os.getpid()}-{int(time.time())}"
+        self.groups = 0
+
+    async def conns(self, target: Target, n: int | None = None, cls: Any = None) -> list[Any]:
+        cls = cls or self.conn_cls
+        return [await cls(target.host, target.port).connect()
+                for _ in range(n or self.args.connections)]
+
+    async def _load(self, target: Target, next_req: NextReq, on_resp: OnResp,
+                    n_conns: int | None = None, cls: Any = None) -> dict[str, Any]:
+        conns = await self.conns(target, n_conns, cls)
+        try:
+            res = await closed_loop(target, conns, next_req, on_resp, warmup=self.args.warmup,
+                                    duration=self.args.duration,
+                                    max_requests=self.args.max_requests)
+        finally:
+            for c in conns:
+                await c.close()
+        return res.summary()
+
+    # --- produce -------------------------------------------------------------------------
+
+    async def produce(self, target: Target, body: bytes, n: int) -> dict[str, Any]:
+        req = produce_req("/topics/bench-produce", body)
+        checked = False
+
+        async def on_resp(_i: int, _req: Req, resp: Resp) -> tuple[int, int]:
+            nonlocal checked
+            if not checked:
+                offsets = orjson.loads(resp[2])["offsets"]
+                bad = [o for o in offsets if o.get("error_code") is not None]
+                if len(offsets) != n or bad:
+                    raise RuntimeError(f"{target.name}: bad produce answer {resp[2][:300]!r}")
+                checked = True
+            return n, len(body)
+
+        return await self._load(target, lambda _i: req, on_resp)
+
+    # --- consume ---------------------------------------------------------------------------
+
+    async def preload(self, target: Target, total: int) -> None:
+        conn = await RawConn(target.host, target.port).connect()
+        try:
+            req = produce_req(f"/topics/{self.read_topic}/partitions/0", self.batch_body)
+            for _ in range(total // BATCH):
+                status, _h, body = await conn.send(req)
+                if status != 200:
+                    raise RuntimeError(f"preload failed: {status} {body[:300]!r}")
+            self.preloaded = (total // BATCH) * BATCH
+        finally:
+            await conn.close()
+
+    def _starts(self) -> list[int]:
+        n = self.args.connections
+        stride = max(BATCH, (self.preloaded // n) // BATCH * BATCH)
+        return [(i * stride) % self.preloaded for i in range(n)]
+
+    async def consume_range(self, target: Target) -> dict[str, Any]:
+        pos = self._starts()
+        t = self.read_topic
+        accept = {"Accept": BINARY}
+        checked = False
+
+        def next_req(i: int) -> Req:
+            return Req("GET", f"/topics/{t}/partitions/0/records?offset={pos[i]}&count={BATCH}"
+                              f"&max_bytes={READ_MAX_BYTES}", b"", accept)
+
+        async def on_resp(i: int, _req: Req, resp: Resp) -> tuple[int, int]:
+            nonlocal checked
+            body = resp[2]
+            if not checked:
+                rows = orjson.loads(body)
+                if len(rows) != BATCH or len(base64.b64decode(rows[0]["value"])) != VALUE_SIZE:
+                    raise RuntimeError(f"{target.name}: bad read answer {body[:300]!r}")
+                checked = True
+            n = body.count(b'"offset":')
+            nxt = int(resp[1].get("x-franz-next-offset", pos[i] + n))
+            pos[i] = nxt if nxt + BATCH <= self.preloaded else 0
+            return n, len(body)
+
+        return await self._load(target, next_req, on_resp)
+
+    async def _new_instance(self, conn: Any, *, start: int | None, topic: str,
+                            seek_end: bool = False) -> str:
+        self.groups += 1
+        group = f"bench-{self.run_id}-{self.groups}"
+        cfg = {"format": "binary", "auto.offset.reset": "earliest",
+               "auto.commit.enable": "true" if self.args.auto_commit else "false"}
+        status, _h, body = await conn.send(Req("POST", f"/consumers/{group}", orjson.dumps(cfg),
+                                               {"Content-Type": V2, "Accept": V2}))
+        if status != 200:
+            raise RuntimeError(f"create consumer: {status} {body[:300]!r}")
+        inst = orjson.loads(body)["instance_id"]
+        base = f"/consumers/{group}/instances/{inst}"
+        status, _h, body = await conn.send(Req(
+            "POST", base + "/assignments",
+            orjson.dumps({"partitions": [{"topic": topic, "partition": 0}]}),
+            {"Content-Type": V2}))
+        if status >= 300:
+            raise RuntimeError(f"assign: {status} {body[:300]!r}")
+        if seek_end:
+            status, _h, body = await conn.send(Req(
+                "POST", base + "/positions/end",
+                orjson.dumps({"partitions": [{"topic": topic, "partition": 0}]}),
+                {"Content-Type": V2}))
+        else:
+            status, _h, body = await conn.send(self._seek(base, topic, start or 0))
+        if status >= 300:
+            raise RuntimeError(f"seek: {status} {body[:300]!r}")
+        return base
+
+    @staticmethod
+    def _seek(base: str, topic: str, offset: int) -> Req:
+        return Req("POST", base + "/positions",
+                   orjson.dumps({"offsets": [{"topic": topic, "partition": 0, "offset": offset}]}),
+                   {"Content-Type": V2})
+
+    async def _delete_instances(self, target: Target, bases: list[str]) -> None:
+        conn = await RawConn(target.host, target.port).connect()
+        try:
+            for base in bases:
+                await conn.send(Req("DELETE", base, b"", {"Content-Type": V2}))
+        finally:
+            await conn.close()
+
+    async def consume_instance(self, target: Target, *, ceiling: bool = False) -> dict[str, Any]:
+        starts = self._starts()
+        pos = list(starts)
+        t = self.read_topic
+        conns = await self.conns(target)
+        if ceiling:
+            bases = [f"/consumers/g/instances/i{i}" for i in range(len(conns))]
+        else:
+            bases = [await self._new_instance(c, start=s, topic=t) for c, s in zip(conns, starts)]
+        reqs = [Req("GET", b + f"/records?max_bytes={READ_MAX_BYTES}", b"", {"Accept": BINARY})
+                for b in bases]
+        checked = False
+
+        async def on_resp(i: int, _req: Req, resp: Resp) -> tuple[int, int]:
+            nonlocal checked
+            body = resp[2]
+            if not checked:
+                rows = orjson.loads(body)
+                if len(rows) != BATCH or len(base64.b64decode(rows[0]["value"])) != VALUE_SIZE:
+                    raise RuntimeError(f"{target.name}: bad records answer {body[:300]!r}")
+                checked = True
+            n = body.count(b'"offset":')
+            pos[i] += n
+            if not ceiling and pos[i] + BATCH > self.preloaded:
+                pos[i] = 0
+                status, _h, b = await conns[i].send(self._seek(bases[i], t, 0))
+                if status >= 300:
+                    raise RuntimeError(f"seek: {status} {b[:300]!r}")
+            return n, len(body)
+
+        try:
+            res = await closed_loop(target, conns, lambda i: reqs[i], on_resp,
+                                    warmup=self.args.warmup, duration=self.args.duration,
+                                    max_requests=self.args.max_requests)
+        finally:
+            for c in conns:
+                await c.close()
+        if not ceiling:
+            await self._delete_instances(target, bases)
+        return res.summary()
+
+    async def get_fixed(self, target: Target, path: str, records: int) -> dict[str, Any]:
+        req = Req("GET", path, b"", {"Accept": BINARY if records else V2})
+
+        async def on_resp(_i: int, _req: Req, resp: Resp) -> tuple[int, int]:
+            return records, len(resp[2])
+
+        return await self._load(target, lambda _i: req, on_resp)
+
+    # --- latency ------------------------------------------------------------------------------
+
+    async def latency(self, target: Target, *, ceiling: bool,
+                      background: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+                      ) -> dict[str, Any]:
+        topic = f"bench-lat-{self.run_id}"
+        samples, gap = self.args.samples, self.args.lat_gap / 1000
+        prod = await RawConn(target.host, target.port).connect()
+        cons = await RawConn(target.host, target.port).connect()
+        if ceiling:
+            base, get = None, Req("GET", "/ceiling/poll?timeout=1000", b"", {"Accept": BINARY})
+            post_path = "/ceiling/poll"
+        else:
+            # the topic must exist before the instance is assigned to it
+            status, _h, body = await prod.send(produce_req(f"/topics/{topic}", produce_body(1)))
+            if status != 200:
+                raise RuntimeError(f"latency topic: {status} {body[:300]!r}")
+            base = await self._new_instance(cons, start=None, topic=topic, seek_end=True)
+            get = Req("GET", base + "/records?timeout=1000", b"", {"Accept": BINARY})
+            post_path = f"/topics/{topic}"
+        sent: dict[int, float] = {}
+        got: dict[int, float] = {}
+        arrived: dict[int, asyncio.Event] = {}
+        done = False
+
+        async def consumer() -> None:
+            while not done:
+                status, _h, body = await cons.send(get)
+                now = time.perf_counter()
+                if status != 200:
+                    raise RuntimeError(f"long poll: {status} {body[:300]!r}")
+                for row in orjson.loads(body):
+                    seq = int(base64.b64decode(row["value"]))
+                    got.setdefault(seq, now)
+                    ev = arrived.get(seq)
+                    if ev is not None:
+                        ev.set()
+
+        bg_task = asyncio.ensure_future(background()) if background is not None else None
+        cons_task = asyncio.ensure_future(consumer())
+        await asyncio.sleep(0.2)  # let the first long poll park
+        lost = 0
+        try:
+            for seq in range(samples):
+                body = orjson.dumps({"records": [{"value": base64.b64encode(str(seq).encode()).decode()}]})
+                req = produce_req(post_path, body)
+                ev = arrived[seq] = asyncio.Event()
+                sent[seq] = time.perf_counter()
+                status, _h, rbody = await prod.send(req)
+                if status != 200:
+                    raise RuntimeError(f"latency produce: {status} {rbody[:300]!r}")
+                try:
+                    await asyncio.wait_for(ev.wait(), 2.0)
+                except TimeoutError:
+                    lost += 1
+                await asyncio.sleep(gap)
+        finally:
+            done = True
+            # one more record wakes the last long poll so the consumer loop ends promptly
+            with contextlib.suppress(Exception):
+                await prod.send(produce_req(post_path, orjson.dumps(
+                    {"records": [{"value": base64.b64encode(b"-1").decode()}]})))
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(cons_task, 3.0)
+            bg = None
+            if bg_task is not None:
+                bg = await bg_task
+            await prod.close()
+            await cons.close()
+            if base is not None:
+                await self._delete_instances(target, [base])
+        lat = sorted(got[s] - sent[s] for s in sent if s in got)
+        out = {
+            "samples": len(lat),
+            "lost": lost,
+            "p50_ms": 1e3 * pct(lat, 50),
+            "p90_ms": 1e3 * pct(lat, 90),
+            "p99_ms": 1e3 * pct(lat, 99),
+            "max_ms": 1e3 * lat[-1] if lat else None,
+            "mean_ms": 1e3 * statistics.fmean(lat) if lat else None,
+        }
+        if bg is not None:
+            out["background"] = bg
+        return out
+
+    async def paced_produce(self, target: Target, rate_rec_s: float, stop: Callable[[], bool],
+                            max_seconds: float) -> dict[str, Any]:
+        """Open-loop 1000-record POSTs at ``rate_rec_s`` records/s over 4 connections."""
+        n_conns = 4
+        conns = await self.conns(target, n_conns, RawConn)
+        req = produce_req("/topics/bench-load", self.batch_body)
+        interval = BATCH * n_conns / max(rate_rec_s, 1.0)  # per connection
+        t_begin = time.perf_counter()
+        count = 0
+        late = 0
+
+        async def worker(i: int, conn: RawConn) -> None:
+            nonlocal count, late
+            t_next = t_begin + i * interval / n_conns
+            while not stop() and time.perf_counter() - t_begin < max_seconds:
+                delay = t_next - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                else:
+                    late += 1
+                status, _h, body = await conn.send(req)
+                if status != 200:
+                    raise RuntimeError(f"paced produce: {status} {body[:300]!r}")
+                count += 1
+                t_next += interval
+
+        try:
+            await asyncio.gather(*(worker(i, c) for i, c in enumerate(conns)))
+        finally:
+            for c in conns:
+                await c.close()
+        secs = time.perf_counter() - t_begin
+        return {"target_rec_per_s": rate_rec_s, "rec_per_s": count * BATCH / secs,
+                "late_sends": late, "seconds": secs}
+
+    async def latency_load(self, target: Target, produce_rate: float) -> dict[str, Any]:
+        stop_flag = {"stop": False}
+        rate = produce_rate * self.args.load_fraction
+
+        async def bg() -> dict[str, Any]:
+            return await self.paced_produce(target, rate, lambda: stop_flag["stop"],
+                                            max_seconds=120.0)
+
+        return await self._latency_with_stop(target, bg, stop_flag)
+
+    async def _latency_with_stop(self, target: Target, bg: Callable[[], Awaitable[dict[str, Any]]],
+                                 stop_flag: dict[str, bool]) -> dict[str, Any]:
+        bg_task = asyncio.ensure_future(bg())
+        await asyncio.sleep(1.0)  # let the load settle
+        try:
+            out = await self.latency(target, ceiling=False)
+        finally:
+            stop_flag["stop"] = True
+            load = await bg_task
+        out["background"] = load
+        return out
+
+
+# --- orchestration ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(cmd: list[str], cpu: int | None, log: Path, cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+    if cpu is not None and shutil.which("taskset"):
+        cmd = ["taskset", "-c", str(cpu), *cmd]
+    f = open(log, "wb")  # noqa: SIM115  (closed with the process)
+    return subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+async def wait_ready(t: Target, path: str, proc: subprocess.Popen[bytes] | None, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{t.name} exited: {log.read_text()[-2000:]}")
+        try:
+            c = await RawConn(t.host, t.port).connect()
+            try:
+                status, _h, _b = await c.send(Req("GET", path, b"", {"Accept": V2}))
+                if status < 500:
+                    return
+            finally:
+                await c.close()
+        except OSError:
+            pass
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"{t.name} not ready after 60 s")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def med(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+CASES = ("produce", "produce1", "consume_range", "consume_instance", "tiny", "latency_idle",
+         "latency_load")
+
+
+async def run_rounds(args: argparse.Namespace, bench: Bench) -> dict[str, Any]:
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = set(cases) - set(CASES)
+    if unknown:
+        raise SystemExit(f"unknown cases {sorted(unknown)}; known: {', '.join(CASES)}")
+    c, p = bench.ceiling, bench.plain
+    franzes = {"": bench.franz}
+    if bench.baseline is not None:
+        franzes["_baseline"] = bench.baseline
+    if {"consume_range", "consume_instance"} & set(cases):
+        t = time.perf_counter()
+        for ft in franzes.values():
+            await bench.preload(ft, args.preload)
+        print(f"preloaded {bench.preloaded} records per broker in {time.perf_counter() - t:.1f} s",
+              flush=True)
+    ceil = not args.no_ceiling
+    rounds: list[dict[str, Any]] = []
+    for r in range(args.rounds):
+        out: dict[str, Any] = {}
+        for case in cases:
+            if case == "produce":
+                if ceil:
+                    out["ceiling_post_echo_1000"] = await bench.produce(c, bench.batch_body, BATCH)
+                for sfx, f in franzes.items():
+                    out["produce_1000" + sfx] = await bench.produce(f, bench.batch_body, BATCH)
+            elif case == "produce1":
+                if ceil:
+                    out["ceiling_post_echo_1"] = await bench.produce(c, bench.one_body, 1)
+                for sfx, f in franzes.items():
+                    out["produce_1" + sfx] = await bench.produce(f, bench.one_body, 1)
+            elif case == "consume_range":
+                if ceil:
+                    out["ceiling_get_1000"] = await bench.get_fixed(
+                        c, f"/topics/{bench.read_topic}/partitions/0/records", BATCH)
+                for sfx, f in franzes.items():
+                    out["consume_range_1000" + sfx] = await bench.consume_range(f)
+            elif case == "consume_instance":
+                if ceil:
+                    out["ceiling_get_1000_b"] = await bench.consume_instance(c, ceiling=True)
+                for sfx, f in franzes.items():
+                    out["consume_instance_1000" + sfx] = await bench.consume_instance(f)
+            elif case == "tiny" and ceil:
+                out["ceiling_get_bytes_1000"] = await bench.get_fixed(
+                    c, "/ceiling/records-bytes", BATCH)
+                out["ceiling_tiny_fastapi"] = await bench.get_fixed(c, "/ceiling/tiny", 0)
+                if p is not None:
+                    out["ceiling_tiny_plain_asgi"] = await bench.get_fixed(p, "/", 0)
+            elif case == "latency_idle":
+                if ceil:
+                    out["ceiling_latency_idle"] = await bench.latency(c, ceiling=True)
+                for sfx, f in franzes.items():
+                    out["latency_idle" + sfx] = await bench.latency(f, ceiling=False)
+            elif case == "latency_load":
+                for sfx, f in franzes.items():
+                    rate = (out.get("produce_1000" + sfx) or {}).get("rec_per_s") or args.load_rate
+                    out["latency_load" + sfx] = await bench.latency_load(f, rate)
+            print(f"round {r + 1}/{args.rounds} {case} done", flush=True)
+        rounds.append(out)
+    return {"rounds": rounds, "summary": summarize(rounds)}
+
+
+RATIOS = {
+    "produce_1000": ("ceiling_post_echo_1000", "rec_per_s"),
+    "produce_1": ("ceiling_post_echo_1", "req_per_s"),
+    "consume_range_1000": ("ceiling_get_1000", "rec_per_s"),
+    "consume_instance_1000": ("ceiling_get_1000_b", "rec_per_s"),
+}
+
+
+def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = [k for k in rounds[0]] if rounds else []
+    summary: dict[str, Any] = {}
+    for k in keys:
+        per = [r[k] for r in rounds if k in r]
+        numeric = {m for m, v in per[0].items() if isinstance(v, (int, float))}
+        summary[k] = {m: med([x.get(m) for x in per]) for m in sorted(numeric)}
+        if "background" in per[0]:
+            summary[k]["background_rec_per_s"] = med([x["background"]["rec_per_s"] for x in per])
+        base_key = k.removesuffix("_baseline")
+        if base_key in RATIOS:
+            ck, metric = RATIOS[base_key]
+            ratios = [r[k][metric] / r[ck][metric] for r in rounds if ck in r and r[ck][metric]]
+            summary[k]["ratio_to_ceiling"] = med(ratios)
+            summary[k]["ratios_per_round"] = ratios
+            summary[k]["ceiling"] = ck
+    return summary
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    print()
+    print(f"{'case':28} {'rec/s':>11} {'req/s':>9} {'MB/s':>7} {'ratio':>6} "
+          f"{'srv cpu':>7} {'srv us/req':>10} {'gen us/req':>10}")
+    for k, s in summary.items():
+        if "p50_ms" in s:
+            extra = ""
+            if "background_rec_per_s" in s:
+                extra = f"  (background {s['background_rec_per_s'] / 1e3:.0f} k rec/s)"
+            print(f"{k:28} latency p50 {s['p50_ms']:.2f} ms  p90 {s['p90_ms']:.2f}  "
+                  f"p99 {s['p99_ms']:.2f}  max {s['max_ms']:.2f}  n={s['samples']:.0f}{extra}")
+            continue
+        ratio = s.get("ratio_to_ceiling")
+        print(f"{k:28} {s['rec_per_s']:11.0f} {s['req_per_s']:9.0f} {s['mb_per_s']:7.1f} "
+              f"{'' if ratio is None else f'{ratio:.2f}':>6} {s['server_cpu_util']:7.2f} "
+              f"{(s['server_cpu_us_per_req'] or 0):10.0f} {(s['client_cpu_us_per_req'] or 0):10.0f}")
+
+
+async def compare_clients(args: argparse.Namespace, bench: Bench) -> dict[str, Any]:
+    """Raw streams vs httpx on the cheapest ceilings: who leaves more headroom."""
+    out: dict[str, Any] = {}
+    for r in range(args.rounds):
+        for name, cls in (("raw", RawConn), ("httpx", HttpxConn)):
+            bench.conn_cls = cls
+            out.setdefault(f"{name}_tiny_fastapi", []).append(
+                await bench.get_fixed(bench.ceiling, "/ceiling/tiny", 0))
+            if bench.plain is not None:
+                out.setdefault(f"{name}_tiny_plain", []).append(
+                    await bench.get_fixed(bench.plain, "/", 0))
+            out.setdefault(f"{name}_post_echo_1", []).append(
+                await bench.produce(bench.ceiling, bench.one_body, 1))
+            out.setdefault(f"{name}_get_bytes_1000", []).append(
+                await bench.get_fixed(bench.ceiling, "/ceiling/records-bytes", BATCH))
+        print(f"compare round {r + 1} done", flush=True)
+    bench.conn_cls = RawConn
+    summary = {k: {m: med([x[m] for x in v]) for m in ("req_per_s", "client_cpu_util",
+                                                        "client_cpu_us_per_req", "server_cpu_util",
+                                                        "server_cpu_us_per_req")}
+               for k, v in out.items()}
+    print()
+    print(f"{'client/case':28} {'req/s':>9} {'gen cpu':>8} {'gen us/req':>10} {'srv cpu':>8}")
+    for k, s in summary.items():
+        print(f"{k:28} {s['req_per_s']:9.0f} {s['client_cpu_util']:8.2f} "
+              f"{s['client_cpu_us_per_req']:10.1f} {s['server_cpu_util']:8.2f}")
+    return {"compare_clients": summary, "compare_rounds": out}
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    procs: list[subprocess.Popen[bytes]] = []
+    tmp = Path(tempfile.mkdtemp(prefix="franz-bench-"))
+    try:
+        if args.franz:
+            h, p = parse_addr(args.franz)
+            franz = Target("franz", h, p, args.franz_pid)
+            fproc = None
+        else:
+            port = free_port()
+            cmd = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port",
+                   str(port), "--data-dir", str(tmp / "data"), "--log-level", "WARNING"]
+            for o in args.override:
+                cmd += ["--override", o]
+            fproc = spawn(cmd, args.server_cpu, tmp / "franz.log")
+            procs.append(fproc)
+            franz = Target("franz", "127.0.0.1", port, fproc.pid)
+        baseline = None
+        if args.baseline_src:
+            port = free_port()
+            cmd = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port",
+                   str(port), "--data-dir", str(tmp / "data-baseline"), "--log-level", "WARNING"]
+            for o in args.override:
+                cmd += ["--override", o]
+            bproc = spawn(cmd, args.server_cpu, tmp / "baseline.log", cwd=args.baseline_src)
+            procs.append(bproc)
+            baseline = Target("franz-baseline", "127.0.0.1", port, bproc.pid)
+            await wait_ready(baseline, "/topics", bproc, tmp / "baseline.log")
+        if args.ceiling:
+            h, p = parse_addr(args.ceiling)
+            ceiling = Target("ceiling", h, p, args.ceiling_pid)
+            cproc = None
+            plain = None
+        else:
+            port = free_port()
+            cproc = spawn([sys.executable, str(ROOT / "benchmarks" / "ceiling.py"), "--port",
+                           str(port)], args.server_cpu, tmp / "ceiling.log")
+            procs.append(cproc)
+            ceiling = Target("ceiling", "127.0.0.1", port, cproc.pid)
+            port = free_port()
+            pproc = spawn([sys.executable, str(ROOT / "benchmarks" / "ceiling.py"), "--port",
+                           str(port), "--plain"], args.server_cpu, tmp / "plain.log")
+            procs.append(pproc)
+            plain = Target("plain-asgi", "127.0.0.1", port, pproc.pid)
+            await wait_ready(plain, "/", pproc, tmp / "plain.log")
+        if not args.no_ceiling:
+            await wait_ready(ceiling, "/ceiling/tiny", cproc, tmp / "ceiling.log")
+        if not args.compare_clients:
+            await wait_ready(franz, "/topics", fproc, tmp / "franz.log")
+        bench = Bench(args, franz, ceiling, plain)
+        bench.baseline = baseline
+        if args.compare_clients:
+            result = await compare_clients(args, bench)
+        else:
+            result = await run_rounds(args, bench)
+            print_summary(result["summary"])
+        return result
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+        if args.keep_logs:
+            print(f"logs kept in {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def machine_notes() -> dict[str, Any]:
+    notes: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count()}
+    with contextlib.suppress(OSError):
+        notes["loadavg_at_start"] = os.getloadavg()
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                notes["cpu"] = line.split(":", 1)[1].strip()
+                break
+    return notes
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", default="produce,produce1,consume_range,consume_instance,tiny,"
+                                       "latency_idle,latency_load")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=5.0, help="measured seconds per case")
+    ap.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds first")
+    ap.add_argument("--max-requests", type=int, default=200_000, help="per connection and case")
+    ap.add_argument("--connections", type=int, default=8)
+    ap.add_argument("--client", choices=("raw", "httpx"), default="raw")
+    ap.add_argument("--compare-clients", action="store_true")
+    ap.add_argument("--preload", type=int, default=200_000, help="records for the read cases")
+    ap.add_argument("--auto-commit", action="store_true", help="consumer instances auto-commit")
+    ap.add_argument("--samples", type=int, default=500, help="latency samples")
+    ap.add_argument("--lat-gap", type=float, default=2.0, help="ms between latency samples")
+    ap.add_argument("--load-fraction", type=float, default=0.5)
+    ap.add_argument("--load-rate", type=float, default=250_000.0,
+                    help="records/s of latency_load when produce did not run")
+    ap.add_argument("--server-cpu", type=int, default=0)
+    ap.add_argument("--client-cpu", type=int, default=1)
+    ap.add_argument("--franz", help="HOST:PORT of a running franz (loopback)")
+    ap.add_argument("--franz-pid", type=int)
+    ap.add_argument("--ceiling", help="HOST:PORT of a running ceiling.py (loopback)")
+    ap.add_argument("--ceiling-pid", type=int)
+    ap.add_argument("--baseline-src", type=Path,
+                    help="also run every franz case against a franz started from this source "
+                         "tree (e.g. the code before a change), interleaved, as *_baseline")
+    ap.add_argument("--no-ceiling", action="store_true", help="franz cases only (profiling)")
+    ap.add_argument("--override", action="append", default=[], help="franz KEY=VALUE")
+    ap.add_argument("--json", type=Path, help="write rounds and summary here")
+    ap.add_argument("--label", default="", help="stored in the JSON")
+    ap.add_argument("--keep-logs", action="store_true")
+    args = ap.parse_args()
+    if args.client_cpu is not None and args.client_cpu >= 0 and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {args.client_cpu})
+    notes = machine_notes()
+    try:
+        import uvloop  # noqa: PLC0415
+
+        result = uvloop.run(amain(args))
+        notes["generator_loop"] = "uvloop"
+    except ImportError:
+        result = asyncio.run(amain(args))
+        notes["generator_loop"] = "asyncio"
+    result["machine"] = notes
+    result["args"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    result["label"] = args.label
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1, default=str))
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
