@@ -68,6 +68,7 @@ class LogManager:
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._pending_roll_flush: dict[TopicPartition, int] = {}
         self._dir_of: dict[TopicPartition, LogDir] = {}
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()
@@ -122,6 +123,7 @@ class LogManager:
                 log_start_offset=log_starts.get(tp, 0),
                 clean_shutdown=clean_shutdown,
                 clock=self._clock,
+                on_roll=self._on_roll,
             )
             self._dir_of[tp] = d
         log.info(
@@ -175,7 +177,9 @@ class LogManager:
             d = min(self.dirs, key=lambda x: sum(1 for y in self._dir_of.values() if y is x))
             directory = d.path / partition_dir_name(topic, partition)
             directory.mkdir(exist_ok=True)
-            plog = PartitionLog.open(directory, self.config_for(topic), clock=self._clock)
+            plog = PartitionLog.open(
+                directory, self.config_for(topic), clock=self._clock, on_roll=self._on_roll
+            )
             self._logs[tp], self._dir_of[tp] = plog, d
             log.info("created log for %s-%d in %s", topic, partition, d.path)
             return plog
@@ -260,11 +264,22 @@ class LogManager:
 
     # --- maintenance ------------------------------------------------------------------
 
+    def _on_roll(self, plog: PartitionLog, new_base_offset: int) -> None:
+        # Called inside an append on the event loop: record the work, and let the next
+        # flush round (off the loop) fsync the rolled segment, as Kafka schedules it.
+        key = (plog.topic, plog.partition)
+        self._pending_roll_flush[key] = max(new_base_offset, self._pending_roll_flush.get(key, 0))
+
     def flush_dirty_logs(self, now_ms: int) -> list[TopicPartition]:
-        """fsync every log whose ``flush.messages`` / ``flush.ms`` says so."""
+        """fsync every log whose ``flush.messages`` / ``flush.ms`` says so, and the
+        segments rolled since the last round (which advances the recovery point)."""
         flushed = []
+        pending, self._pending_roll_flush = self._pending_roll_flush, {}
         for tp, plog in self.all_logs().items():
-            if flush_due(plog, now_ms) and _isolated(tp, "flush", plog.flush):
+            if flush_due(plog, now_ms):
+                if _isolated(tp, "flush", plog.flush):
+                    flushed.append(tp)
+            elif tp in pending and _isolated(tp, "flush", plog.flush, pending[tp]):
                 flushed.append(tp)
         return flushed
 
@@ -389,12 +404,12 @@ def _high_watermark(
     return plog.log_end_offset if hws is None else hws.get(tp)
 
 
-def _isolated(tp: TopicPartition, what: str, fn: Callable[[], object]) -> bool:
+def _isolated(tp: TopicPartition, what: str, fn: Callable[..., object], *args: object) -> bool:
     """Run one log's share of a maintenance pass; a failure is logged and does not stop
     the other logs (the broker's next pass retries)."""
     try:
-        fn()
-    except (OSError, StorageError):
+        fn(*args)
+    except (OSError, StorageError, ValueError):
         log.exception("%s of %s-%d failed", what, tp[0], tp[1])
         return False
     return True

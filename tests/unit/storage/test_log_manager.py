@@ -359,3 +359,21 @@ async def test_run_blocking_leaves_the_event_loop() -> None:
         await run_blocking(lambda: 1 / 0)
     results = await asyncio.gather(*(run_blocking(os.getpid) for _ in range(10)))
     assert set(results) == {os.getpid()}
+
+
+def test_rolled_segments_are_flushed_by_the_next_round_not_inside_append(tmp_path: Path) -> None:
+    from core.clock import ManualClock
+    from core.storage.config import LogConfig
+    from core.storage.log_manager import LogManager
+    from core.storage.records import NewRecord, build_batch
+
+    clock = ManualClock()
+    lm = LogManager(tmp_path / "data", server_defaults={}, clock=clock)
+    plog = lm.get_or_create_log("t", 0, LogConfig.from_overrides({"segment.bytes": "1000"}))
+    for _ in range(5):
+        plog.append_as_leader(build_batch([NewRecord(b"x" * 400)], now_ms=0), leader_epoch=0)
+    assert len(plog.segments) > 1
+    assert plog.recovery_point == 0  # rolls did not fsync inline
+    lm.flush_dirty_logs(clock.now_ms())
+    assert plog.recovery_point == plog.active_segment.base_offset
+    lm.close()
