@@ -362,11 +362,6 @@ async def test_run_blocking_leaves_the_event_loop() -> None:
 
 
 def test_rolled_segments_are_flushed_by_the_next_round_not_inside_append(tmp_path: Path) -> None:
-    from core.clock import ManualClock
-    from core.storage.config import LogConfig
-    from core.storage.log_manager import LogManager
-    from core.storage.records import NewRecord, build_batch
-
     clock = ManualClock()
     lm = LogManager(tmp_path / "data", server_defaults={}, clock=clock)
     plog = lm.get_or_create_log("t", 0, LogConfig.from_overrides({"segment.bytes": "1000"}))
