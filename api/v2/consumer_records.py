@@ -26,7 +26,7 @@ from api.deps import consumers_of
 from api.errors import ApiError, ErrorCode
 from api.openapi import errors, records_ok
 from api.v2.consumers import INSTANCE
-from api.v2.embedded import NotJsonError, Polled, render_records
+from api.v2.embedded import NotJsonError, Polled, render_binary_bytes, render_records
 from core.broker.types import TopicPartition
 
 router = APIRouter(tags=["v2 consumers"])
@@ -117,6 +117,8 @@ async def read_records(
     polled = await consumers.poll(
         group, instance, timeout_ms=_positive(timeout), max_bytes=_positive(max_bytes)
     )
+    if fmt is EmbeddedFormat.BINARY:  # any bytes embed as base64: straight to JSON bytes
+        return Response(render_binary_bytes(polled), media_type=media)
     rows, bad, first = render_until_bad_json(fmt, polled)
     if bad:
         await consumers.seek(group, instance, bad)

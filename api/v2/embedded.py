@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import orjson
 
 from api.content_types import EmbeddedFormat
 from api.errors import ApiError, ErrorCode
-from core.broker.types import ProduceRecord
+from core.broker.types import ProduceColumns
 from core.storage.records import Record
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
@@ -70,43 +71,91 @@ def _json_bytes(value: Any, where: str) -> bytes | None:
         raise ApiError(400, ErrorCode.BAD_REQUEST, f"{where}: {exc}") from None
 
 
-def _binary_records(rows: Sequence[Any]) -> list[ProduceRecord]:
-    """Hot path: no per-record strings; on a decoding failure the rows are scanned
-    again with ``b64decode`` to name the bad field."""
-    a2b, record = _a2b, ProduceRecord
+_get_value = itemgetter("value")
+_get_key = itemgetter("key")
+
+
+def binary_columns_fast(rows: Sequence[Any]) -> ProduceColumns | None:
+    """Every row exactly ``{"value": str}``, or every row exactly ``{"key": str, "value":
+    str}`` (the usual requests): decoded by C-driven ``map``s, no per-record Python.
+    None when the rows are anything else (nulls, partitions, headers, timestamps, mixed
+    shapes) or a string is not base64; the general path then decides, and names the bad
+    field."""
+    n, a2b = len(rows), _a2b
     try:
-        return [
-            record(
-                None if (v := r.get("value")) is None else a2b(v, strict_mode=True),
-                None if (k := r.get("key")) is None else a2b(k, strict_mode=True),
-                _headers_in(h, i) if (h := r.get("headers")) else [],
-                r.get("timestamp"),
-                r.get("partition"),
-            )
-            for i, r in enumerate(rows)
-        ]
+        width = sum(map(len, rows))
+        if width == n:  # each row has one field; KeyError unless it is "value"
+            return ProduceColumns([a2b(v, strict_mode=True) for v in map(_get_value, rows)])
+        if width == 2 * n:  # each row has two fields; KeyError unless "key" and "value"
+            values = [a2b(v, strict_mode=True) for v in map(_get_value, rows)]
+            return ProduceColumns(values, [a2b(k, strict_mode=True) for k in map(_get_key, rows)])
+    except (KeyError, TypeError, ValueError):  # binascii.Error is a ValueError
+        return None
+    return None
+
+
+def _binary_records(rows: Sequence[Any]) -> ProduceColumns:
+    """Hot path: see ``binary_columns_fast``; otherwise one loop that fills columns
+    (no per-record objects). On a decoding failure the rows are scanned again with
+    ``b64decode`` to name the bad field."""
+    fast = binary_columns_fast(rows)
+    if fast is not None:
+        return fast
+    a2b = _a2b
+    values: list[bytes | None] = []
+    keys: list[bytes | None] = []
+    headers: list[list[tuple[str, bytes | None]]] = []
+    stamps: list[int | None] = []
+    parts: list[int | None] = []
+    try:
+        for i, r in enumerate(rows):
+            v, k, h = r.get("value"), r.get("key"), r.get("headers")
+            values.append(None if v is None else a2b(v, strict_mode=True))
+            keys.append(None if k is None else a2b(k, strict_mode=True))
+            headers.append(_headers_in(h, i) if h else [])
+            stamps.append(r.get("timestamp"))
+            parts.append(r.get("partition"))
     except (binascii.Error, ValueError, TypeError):
         for i, r in enumerate(rows):
             for name in ("key", "value"):
                 if r.get(name) is not None:
                     b64decode(r[name], f"records[{i}].{name}")
         raise
+    return _columns(values, keys, headers, stamps, parts)
 
 
-def produce_records(fmt: EmbeddedFormat, rows: Sequence[Any]) -> list[ProduceRecord]:
-    """Validated request records -> broker ProduceRecords, in order."""
+def _columns(
+    values: list[bytes | None],
+    keys: list[bytes | None],
+    headers: list[list[tuple[str, bytes | None]]],
+    stamps: list[int | None],
+    parts: list[int | None],
+) -> ProduceColumns:
+    """Columns, with those that hold nothing dropped (None)."""
+    return ProduceColumns(
+        values,
+        keys if any(k is not None for k in keys) else None,
+        headers if any(headers) else None,
+        stamps if any(t is not None for t in stamps) else None,
+        parts if any(p is not None for p in parts) else None,
+    )
+
+
+def produce_records(fmt: EmbeddedFormat, rows: Sequence[Any]) -> ProduceColumns:
+    """Validated request records -> the broker's produce input (a sequence of
+    ProduceRecord, held as columns), in order."""
     if fmt is EmbeddedFormat.BINARY:
         return _binary_records(rows)
-    return [
-        ProduceRecord(
-            _json_bytes(r.get("value"), f"records[{i}].value"),
-            _json_bytes(r.get("key"), f"records[{i}].key"),
-            _headers_in(r.get("headers"), i),
-            r.get("timestamp"),
-            r.get("partition"),
-        )
-        for i, r in enumerate(rows)
-    ]
+    values: list[bytes | None] = []
+    keys: list[bytes | None] = []
+    headers: list[list[tuple[str, bytes | None]]] = []
+    for i, r in enumerate(rows):
+        values.append(_json_bytes(r.get("value"), f"records[{i}].value"))
+        keys.append(_json_bytes(r.get("key"), f"records[{i}].key"))
+        headers.append(_headers_in(r.get("headers"), i))
+    return _columns(
+        values, keys, headers, [r.get("timestamp") for r in rows], [r.get("partition") for r in rows]
+    )
 
 
 class NotJsonError(Exception):
@@ -170,6 +219,118 @@ def render_json(items: Iterable[Polled]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+# --- binary records straight to JSON bytes -------------------------------------------
+#
+# The hot read paths skip the dicts: every record is one ``bytes %`` of a template made
+# once per (topic, partition), with the base64 text of the value (base64 never needs
+# JSON escaping). The bytes equal ``orjson.dumps(render_binary(...))``.
+
+_TS_NAMES = tuple(name.encode() for name in TIMESTAMP_TYPES)
+
+
+class _BinaryTemplates:
+    __slots__ = ("any", "keyed", "plain")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        head = b'{"topic":' + orjson.dumps(topic).replace(b"%", b"%%") + b',"key":'
+        tail = b',"partition":%d,"offset":%%d,"timestamp":%%d,"timestamp_type":"' % partition
+        #: key null, value, no headers / key, value, no headers, by timestamp type
+        self.plain = tuple(
+            head + b'null,"value":"%s"' + tail + name + b'","headers":[]}' for name in _TS_NAMES
+        )
+        self.keyed = tuple(
+            head + b'"%s","value":"%s"' + tail + name + b'","headers":[]}' for name in _TS_NAMES
+        )
+        #: anything: key, value, offset, timestamp, type name, headers (JSON texts)
+        self.any = (
+            head + b'%s,"value":%s,"partition":'
+            + str(partition).encode()
+            + b',"offset":%d,"timestamp":%d,"timestamp_type":"%s","headers":%s}'
+        )
+
+
+def _b64_json(data: bytes | None) -> bytes:
+    return b"null" if data is None else b'"' + _b2a(data, newline=False) + b'"'
+
+
+def _headers_json(headers: Iterable[tuple[str, bytes | None]]) -> bytes:
+    return orjson.dumps(_headers_out(headers)) if headers else b"[]"
+
+
+def _render_any(
+    t: _BinaryTemplates, off: int, ts: int, tt: int, key: bytes | None, value: bytes | None,
+    headers: list[tuple[str, bytes | None]],
+) -> bytes:
+    return t.any % (
+        _b64_json(key), _b64_json(value), off, ts, _TS_NAMES[tt & 1], _headers_json(headers)
+    )
+
+
+def render_binary_bytes(items: Iterable[Polled]) -> bytes:
+    """``orjson.dumps(render_binary(items))``, without the dicts."""
+    b2a = _b2a
+    out: list[bytes] = []
+    append = out.append
+    last_tp: tuple[str, int] | None = None
+    t: _BinaryTemplates | None = None
+    for tp, r in items:
+        if tp != last_tp or t is None:
+            t, last_tp = _BinaryTemplates(tp[0], tp[1]), tp
+        value, key, tt = r.value, r.key, r.timestamp_type & 1
+        if value is None or r.headers:
+            append(_render_any(t, r.offset, r.timestamp, tt, key, value, r.headers))
+        elif key is None:
+            append(t.plain[tt] % (b2a(value, newline=False), r.offset, r.timestamp))
+        else:
+            append(t.keyed[tt] % (b2a(key, newline=False), b2a(value, newline=False),
+                                  r.offset, r.timestamp))
+    return b"[" + b",".join(out) + b"]"
+
+
+def render_binary_fetched(
+    topic: str,
+    partition: int,
+    batches: Iterable[tuple[int | None, Iterable[tuple[int, int, int, bytes | None,
+                                                       bytes | None, Any]]]],
+    *,
+    min_offset: int,
+    max_offset: int | None,
+    limit: int | None = None,
+) -> tuple[bytes, int, int]:
+    """Records of fetched batches (``core.storage.records.iter_fetched``) with
+    ``min_offset <= offset < max_offset``, at most ``limit`` of them, as the JSON array
+    of the binary format: ``(body, count, last offset or -1)``. No Record objects, no
+    dicts."""
+    t = _BinaryTemplates(topic, partition)
+    plain, keyed, b2a = t.plain, t.keyed, _b2a
+    hi = max_offset if max_offset is not None else 1 << 63
+    left = limit if limit is not None else 1 << 62
+    out: list[bytes] = []
+    append = out.append
+    last = -1
+    for log_append, rows in batches:
+        tt = 0 if log_append is None else 1
+        for off, ts, _tt, key, value, headers in rows:
+            if off < min_offset:
+                continue
+            if off >= hi or left <= 0:
+                break
+            if log_append is not None:
+                ts = log_append
+            if value is None or headers:
+                append(_render_any(t, off, ts, tt, key, value, headers))
+            elif key is None:
+                append(plain[tt] % (b2a(value, newline=False), off, ts))
+            else:
+                append(keyed[tt] % (b2a(key, newline=False), b2a(value, newline=False), off, ts))
+            left -= 1
+            last = off
+        else:
+            continue
+        break  # offset limit or record limit reached
+    return b"[" + b",".join(out) + b"]", len(out), last
 
 
 def render_records(fmt: EmbeddedFormat, items: Iterable[Polled]) -> list[dict[str, Any]]:

@@ -248,6 +248,10 @@ class Broker:
     # --- data ---------------------------------------------------------------------------
 
     async def _topic_for_produce(self, topic: str) -> TopicMetadata:
+        if is_internal_topic(topic):  # the coordinator writes there through the replica manager
+            from core.storage.errors import InvalidTopicError  # noqa: PLC0415
+
+            raise InvalidTopicError(f"Cannot append to internal topic {topic}")
         meta = self.cache.topic(topic)
         if meta is not None:
             return meta

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from itertools import repeat
 
@@ -124,23 +124,60 @@ def build_batch_from_columns(
     return builder.build()
 
 
+# Records are made on every read: bypass the frozen dataclass ``__init__`` (six
+# ``object.__setattr__`` calls through Python) and set the slots directly, which makes
+# the same objects about twice as fast. Only while Record stays a plain frozen slotted
+# dataclass with exactly these fields and no __post_init__; otherwise the constructor.
+_RECORD_FIELDS = ("offset", "timestamp", "key", "value", "headers", "timestamp_type")
+_FAST_RECORDS = (
+    tuple(f.name for f in fields(Record)) == _RECORD_FIELDS
+    and not hasattr(Record, "__post_init__")
+    and Record.__slots__ == _RECORD_FIELDS  # type: ignore[attr-defined]
+)
+
+
+def _append_records(
+    out: list[Record], buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader,
+    min_offset: int, max_offset: int | None,
+) -> None:
+    """Decode the batch at ``pos`` into ``out``, keeping ``min_offset <= offset <
+    max_offset``."""
+    if pos + h.size > len(buf):
+        raise CorruptRecordError("batch runs past the end of the buffer")
+    rows = codec.iter_batch_records(memoryview(buf)[pos : pos + h.size])
+    log_append = h.timestamp_type == LOG_APPEND_TIME
+    # record timestamps are not rewritten for LogAppendTime; the batch max is the truth
+    ts_type, max_ts = (LOG_APPEND_TIME, h.max_timestamp) if log_append else (0, 0)
+    whole = h.base_offset >= min_offset and (max_offset is None or h.last_offset < max_offset)
+    hi = h.last_offset + 1 if max_offset is None else max_offset
+    append = out.append
+    if not _FAST_RECORDS:  # pragma: no cover - only if Record changes shape
+        for off, ts, _tt, key, value, headers in rows:
+            if whole or min_offset <= off < hi:
+                append(Record(off, max_ts if log_append else ts, key, value, headers, ts_type))
+        return
+    new = object.__new__
+    cls = Record
+    s_off, s_ts, s_key, s_val, s_hdr, s_tt = (getattr(Record, n).__set__ for n in _RECORD_FIELDS)
+    for off, ts, _tt, key, value, headers in rows:
+        if not whole and not (min_offset <= off < hi):
+            continue
+        r = new(cls)
+        s_off(r, off)
+        s_ts(r, max_ts if log_append else ts)
+        s_key(r, key)
+        s_val(r, value)
+        s_hdr(r, headers)
+        s_tt(r, ts_type)
+        append(r)
+
+
 def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> list[Record]:
     """Decode the whole batch at ``pos`` into records with absolute offsets."""
     header = parse_header(buf, pos)
-    return list(_records_of(buf, pos, header))
-
-
-def _records_of(buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> Iterator[Record]:
-    if pos + h.size > len(buf):
-        raise CorruptRecordError("batch runs past the end of the buffer")
-    log_append = h.timestamp_type == LOG_APPEND_TIME
-    for off, ts, _tt, key, value, headers in codec.iter_batch_records(
-        memoryview(buf)[pos : pos + h.size]
-    ):
-        if log_append:  # record timestamps are not rewritten; the batch max is the truth
-            yield Record(off, h.max_timestamp, key, value, headers, LOG_APPEND_TIME)
-        else:
-            yield Record(off, ts, key, value, headers, 0)
+    out: list[Record] = []
+    _append_records(out, buf, pos, header, 0, None)
+    return out
 
 
 def decode_records(
@@ -154,10 +191,29 @@ def decode_records(
             continue
         if max_offset is not None and h.base_offset >= max_offset:
             break
-        for rec in _records_of(data, pos, h):
-            if rec.offset >= min_offset and (max_offset is None or rec.offset < max_offset):
-                out.append(rec)
+        _append_records(out, data, pos, h, min_offset, max_offset)
     return out
+
+
+def iter_fetched(
+    data: bytes | bytearray | memoryview, *, min_offset: int = 0, max_offset: int | None = None
+) -> Iterator[tuple[int | None, Iterator[codec.RecordTuple]]]:
+    """For hot paths that render records straight from fetched bytes: per whole,
+    non-control batch of ``data`` that may hold offsets in ``[min_offset,
+    max_offset)``, ``(log_append_time, rows)`` where ``rows`` yields ``(offset,
+    timestamp, timestamp_type, key, value, headers)`` for *every* record of the batch
+    (the caller filters offsets) and ``log_append_time`` is the batch's max timestamp
+    when it is a LogAppendTime batch (then it replaces every record's timestamp and the
+    type is LogAppendTime), else None (CreateTime)."""
+    for pos, h in iter_batches(data):
+        if h.last_offset < min_offset or h.is_control:
+            continue
+        if max_offset is not None and h.base_offset >= max_offset:
+            break
+        if pos + h.size > len(data):  # pragma: no cover - iter_batches stops before
+            raise CorruptRecordError("batch runs past the end of the buffer")
+        log_append = h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME else None
+        yield log_append, codec.iter_batch_records(memoryview(data)[pos : pos + h.size])
 
 
 def iter_raw_records(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader):

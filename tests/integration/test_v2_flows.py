@@ -821,3 +821,19 @@ def test_offsets_past_the_end_fall_back_to_auto_offset_reset(
     again = create(client, group, "again", **config)
     ok(client.post(again + "/assignments", json=tp0))
     read(again)
+
+
+def test_produce_to_the_internal_offsets_topic_is_rejected(client: httpx.Client) -> None:
+    topic = "__consumer_offsets"
+    before = [client.get(f"/topics/{topic}/partitions/{p}/offsets").json() for p in (0, 1)]
+    # a key no group record uses (version 0x7f7f): harmless to the coordinator if written
+    records = [{"key": b64(b"\x7f\x7fprobe"), "value": b64("x"), "partition": p} for p in (0, 1)]
+    resp = client.post(
+        f"/topics/{topic}", json={"records": records}, headers={"Content-Type": BINARY}
+    )
+    after = [client.get(f"/topics/{topic}/partitions/{p}/offsets").json() for p in (0, 1)]
+    assert after == before, "records were appended to __consumer_offsets"
+    if resp.status_code == 200:
+        assert [o["error_code"] for o in resp.json()["offsets"]] == [40002, 40002]
+    else:
+        error_of(resp, 400, 40002)
