@@ -8,14 +8,14 @@ the kazoo client adds the chroot. All JSON is UTF-8, compact (no spaces, like Ja
 keys in Kafka's order:
 
     /cluster/id                                {"version":"1","id":"<22-char base64>"}
-    /controller                        (E)     {"version":1,"brokerid":2,"timestamp":"1700000000000"}
+    /controller                        (E)     {"version":1,"brokerid":2,"timestamp":"17000..."}
     /controller_epoch                          7                  (plain decimal text)
     /brokers/ids/<id>                  (E)     {"version":5,"host":"h","port":9092,
+                                                "jmx_port":-1,"timestamp":"1700000000000",
                                                 "endpoints":["PLAINTEXT://h:9092"],
                                                 "listener_security_protocol_map":
                                                     {"PLAINTEXT":"PLAINTEXT"},
-                                                "jmx_port":-1,"timestamp":"1700000000000",
-                                                "features":{}}     (+ "rack" only if set)
+                                                "rack":"r1","features":{}}  (rack only if set)
     /brokers/topics/<t>                        {"version":3,"topic_id":"...",
                                                 "partitions":{"0":[2,0,1]},
                                                 "adding_replicas":{},"removing_replicas":{}}
@@ -29,19 +29,44 @@ keys in Kafka's order:
 Decoders accept what older Kafka versions wrote (broker v4 without ``features``, topic
 v1/v2 without ``topic_id``, config change v1 with ``entity_type``/``entity_name``,
 controller v2 with ``kraftControllerEpoch``) and ignore unknown keys. A malformed
-payload raises ``ValueError``.
+payload raises ``MalformedZNodeError``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar
 
 from core.broker.metadata import BrokerRegistration, PartitionState, TopicAssignment
 
 TOPIC_CONFIG_ENTITY = "topics"
 CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
+
+
+class MalformedZNodeError(ValueError):
+    """A znode's payload is not what Kafka writes there."""
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _decoder(fn: Callable[P, T]) -> Callable[P, T]:
+    """Any shape error while decoding (missing key, wrong type) is a MalformedZNodeError."""
+
+    @functools.wraps(fn)
+    def decode(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except MalformedZNodeError:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            subject = ", ".join(repr(a) for a in args if not isinstance(a, bytes))
+            raise MalformedZNodeError(f"{fn.__qualname__}({subject}): {exc!r}") from exc
+
+    return decode
 
 
 def _dumps(obj: object) -> bytes:
@@ -52,9 +77,9 @@ def _loads(data: bytes | None, what: str) -> dict[str, Any]:
     try:
         obj = json.loads(data or b"")
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{what}: not JSON: {data!r}") from exc
+        raise MalformedZNodeError(f"{what}: not JSON: {data!r}") from exc
     if not isinstance(obj, dict):
-        raise ValueError(f"{what}: expected a JSON object, got {data!r}")
+        raise MalformedZNodeError(f"{what}: expected a JSON object, got {data!r}")
     return obj
 
 
@@ -66,6 +91,7 @@ class ClusterIdZNode:
         return _dumps({"version": "1", "id": cluster_id})
 
     @staticmethod
+    @_decoder
     def decode(data: bytes) -> str:
         return str(_loads(data, ClusterIdZNode.path)["id"])
 
@@ -78,6 +104,7 @@ class ControllerZNode:
         return _dumps({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
 
     @staticmethod
+    @_decoder
     def decode(data: bytes) -> int:
         return int(_loads(data, ControllerZNode.path)["brokerid"])
 
@@ -90,11 +117,13 @@ class ControllerEpochZNode:
         return str(epoch).encode()
 
     @staticmethod
+    @_decoder
     def decode(data: bytes) -> int:
         try:
             return int(data.decode())
         except (UnicodeDecodeError, ValueError) as exc:
-            raise ValueError(f"{ControllerEpochZNode.path}: not a number: {data!r}") from exc
+            raise MalformedZNodeError(
+                f"{ControllerEpochZNode.path}: not a number: {data!r}") from exc
 
 
 class BrokerIdsZNode:
@@ -112,10 +141,9 @@ class BrokerIdZNode:
     def encode(reg: BrokerRegistration) -> bytes:
         host = f"[{reg.host}]" if ":" in reg.host else reg.host  # IPv6, as Kafka formats it
         body: dict[str, object] = {
-            "version": 5, "host": reg.host, "port": reg.port,
-            "endpoints": [f"PLAINTEXT://{host}:{reg.port}"],
+            "version": 5, "host": reg.host, "port": reg.port, "jmx_port": -1,
+            "timestamp": str(reg.timestamp_ms), "endpoints": [f"PLAINTEXT://{host}:{reg.port}"],
             "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-            "jmx_port": -1, "timestamp": str(reg.timestamp_ms),
         }
         if reg.rack is not None:
             body["rack"] = reg.rack
@@ -123,6 +151,7 @@ class BrokerIdZNode:
         return _dumps(body)
 
     @staticmethod
+    @_decoder
     def decode(broker_id: int, data: bytes, *, czxid: int) -> BrokerRegistration:
         """The broker epoch is the znode's czxid (not in the JSON)."""
         obj = _loads(data, BrokerIdZNode.path(broker_id))
@@ -161,12 +190,14 @@ class TopicZNode:
         })
 
     @staticmethod
+    @_decoder
     def decode(topic: str, data: bytes) -> TopicAssignment:
         """Topics written before version 3 have no id: ``topic_id`` is then ``""``."""
         obj = _loads(data, TopicZNode.path(topic))
         partitions = {int(p): tuple(int(r) for r in replicas)
                       for p, replicas in obj["partitions"].items()}
-        return TopicAssignment(topic, str(obj.get("topic_id", "")), dict(sorted(partitions.items())))
+        return TopicAssignment(topic, str(obj.get("topic_id", "")),
+                               dict(sorted(partitions.items())))
 
 
 class TopicPartitionsZNode:
@@ -195,6 +226,7 @@ class TopicPartitionStateZNode:
                        "isr": [int(r) for r in state.isr]})
 
     @staticmethod
+    @_decoder
     def decode(data: bytes, *, zk_version: int) -> PartitionState:
         obj = _loads(data, "partition state")
         return PartitionState(leader=int(obj["leader"]), leader_epoch=int(obj["leader_epoch"]),
@@ -220,6 +252,7 @@ class ConfigEntityZNode:
         return _dumps({"version": 1, "config": {str(k): str(v) for k, v in configs.items()}})
 
     @staticmethod
+    @_decoder
     def decode(data: bytes) -> dict[str, str]:
         obj = _loads(data, "config")
         return {str(k): str(v) for k, v in (obj.get("config") or {}).items()}
@@ -240,6 +273,7 @@ class ConfigEntityChangeNotificationSequenceZNode:
         return _dumps({"version": 2, "entity_path": f"{entity_type}/{name}"})
 
     @staticmethod
+    @_decoder
     def decode(data: bytes) -> tuple[str, str]:
         """(entity type, entity name); v1 wrote them as two fields."""
         obj = _loads(data, "config change notification")

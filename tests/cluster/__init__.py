@@ -1,0 +1,1 @@
+"""Cluster tests: franz against real external components (a real ZooKeeper server)."""
