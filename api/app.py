@@ -1,10 +1,11 @@
 """``create_app(broker)``: the FastAPI application of one broker.
 
-Routers: v2 at the root (``api.v2``). Error handlers: ``api.errors``. OpenAPI at
-``/openapi.json``, Swagger UI at ``/docs``; request and response shapes come from
-``api.v2.schemas``. Internal (broker-to-broker) routers must be included with
-``include_in_schema=False``. The broker is started and stopped by the caller
-(``app.server``); the app only reads it from ``app.state.broker``.
+Routers: v2 at the root (``api.v2``), v3 under ``/v3`` (``api.v3``). Error handlers:
+``api.errors``. OpenAPI at ``/openapi.json``, Swagger UI at ``/docs``; request and
+response shapes come from ``api.v2.schemas`` and ``api.v3.models``. Internal
+(broker-to-broker) routers must be included with ``include_in_schema=False``. The
+broker is started and stopped by the caller (``app.server``); the app only reads it
+from ``app.state.broker``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from api import v2
+from api import v2, v3
 from api.errors import install_error_handlers
 from api.openapi import install_openapi
 from api.responses import KafkaV2Response
@@ -57,5 +58,6 @@ def create_app(broker: Broker) -> FastAPI:
     app.state.broker = broker
     install_error_handlers(app)
     app.include_router(v2.router)
-    install_openapi(app, OPENAPI_SCHEMAS)
+    app.include_router(v3.router)
+    install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS})
     return app

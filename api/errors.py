@@ -83,6 +83,7 @@ class ErrorSpec:
     status: int
     code: ErrorCode
     message: str
+    fixed_message: bool = False  # True: always ``message``, never the exception's text
 
 
 _BAD = ErrorSpec(400, ErrorCode.KAFKA_BAD_REQUEST, "Bad request.")
@@ -146,11 +147,31 @@ _RETRIABLE = ErrorSpec(500, ErrorCode.KAFKA_RETRIABLE_ERROR, "Retriable Kafka er
 _NON_RETRIABLE = ErrorSpec(500, ErrorCode.KAFKA_ERROR, "Kafka error.")
 
 
-def spec_for(exc: FranzError) -> ErrorSpec:
-    """The table row of the most specific class of ``exc``; unlisted errors are Kafka
-    errors, 50003 when a retry may succeed, else 50002."""
+_V3_UNKNOWN_TOPIC_PARTITION = ErrorSpec(
+    404,
+    ErrorCode.CONSUMER_INSTANCE_NOT_FOUND,
+    "This server does not host this topic-partition.",
+    fixed_message=True,
+)
+
+#: v3 rows that differ from ``ERROR_TABLE`` (rest-api-reference §3.1): Confluent's v3
+#: resources answer an unknown topic or partition with Kafka's UNKNOWN_TOPIC_OR_PARTITION
+#: (40403 and Kafka's text), and an unknown group or member with a plain 404.
+V3_ERROR_TABLE: dict[type[FranzError], ErrorSpec] = {
+    be.UnknownTopicOrPartitionError: _V3_UNKNOWN_TOPIC_PARTITION,
+    be.UnknownTopicError: _V3_UNKNOWN_TOPIC_PARTITION,
+    be.UnknownPartitionError: _V3_UNKNOWN_TOPIC_PARTITION,
+    be.GroupIdNotFoundError: ErrorSpec(404, ErrorCode.NOT_FOUND, "Consumer group not found."),
+    be.UnknownMemberIdError: ErrorSpec(404, ErrorCode.NOT_FOUND, "Consumer not found."),
+}
+
+
+def spec_for(exc: FranzError, *, v3: bool = False) -> ErrorSpec:
+    """The table row of the most specific class of ``exc`` (``V3_ERROR_TABLE`` first on
+    v3 paths); unlisted errors are Kafka errors, 50003 when a retry may succeed, else
+    50002."""
     for cls in type(exc).__mro__:
-        spec = ERROR_TABLE.get(cls)
+        spec = (v3 and V3_ERROR_TABLE.get(cls)) or ERROR_TABLE.get(cls)
         if spec is not None:
             return spec
     return _RETRIABLE if exc.retriable else _NON_RETRIABLE
@@ -159,6 +180,8 @@ def spec_for(exc: FranzError) -> ErrorSpec:
 def message_for(exc: FranzError, spec: ErrorSpec) -> str:
     """The exception's own text when it has one, else the table's default."""
     own = exc.message
+    if spec.fixed_message:
+        return spec.message
     return spec.message if not own or own == type(exc).__name__ else own
 
 
@@ -176,8 +199,12 @@ def error_body(code: int, message: str) -> bytes:
     return orjson.dumps({"error_code": int(code), "message": message})
 
 
+def is_v3(request: Request) -> bool:
+    return request.url.path.startswith("/v3")
+
+
 def error_response(request: Request, status: int, code: int, message: str) -> Response:
-    media = V3_MEDIA if request.url.path.startswith("/v3") else V2_MEDIA
+    media = V3_MEDIA if is_v3(request) else V2_MEDIA
     return Response(error_body(code, message), status_code=status, media_type=media)
 
 
@@ -240,7 +267,7 @@ def validation_api_error(exc: ValidationError, *, body_name: str = "") -> ApiErr
 
 async def _franz_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, FranzError)
-    spec = spec_for(exc)
+    spec = spec_for(exc, v3=is_v3(request))
     if spec.status >= 500:
         log.warning("%s %s failed: %r", request.method, request.url.path, exc)
     return error_response(request, spec.status, spec.code, message_for(exc, spec))
@@ -271,6 +298,9 @@ async def _request_validation_error(request: Request, exc: Exception) -> Respons
     loc = tuple(first.get("loc", ()))
     where, name = (loc[0], loc[-1]) if loc else ("", "")
     if where == "path":
+        if name == "partition_id":  # v3: Kafka's UNKNOWN_TOPIC_OR_PARTITION
+            spec = _V3_UNKNOWN_TOPIC_PARTITION
+            return error_response(request, spec.status, spec.code, spec.message)
         if name == "partition":
             return error_response(
                 request, 404, ErrorCode.PARTITION_NOT_FOUND, "Partition not found."

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
-from core.broker.config import BrokerConfig
+from core.broker.config import BROKER_PROPERTIES, BrokerConfig
 from core.broker.controller import Controller
 from core.broker.errors import (
     UnknownPartitionError,
@@ -41,7 +41,18 @@ from core.broker.types import (
 )
 from core.clock import SYSTEM_CLOCK, Clock
 from core.storage.blocking import run_blocking
-from core.storage.config import LogConfig, is_internal_topic
+from core.storage.config import (
+    TOPIC_CONFIG_DEFS,
+    ConfigEntry,
+    ConfigSource,
+    ConfigSynonym,
+    ConfigType,
+    LogConfig,
+    describe_configs,
+    is_internal_topic,
+    server_synonyms,
+    validate_topic_configs,
+)
 from core.storage.log_manager import LogManager
 from core.storage.records import decode_records
 
@@ -235,6 +246,40 @@ class Broker:
         return [BrokerInfo(r.broker_id, r.host, r.port, r.rack)
                 for r in sorted(self.cache.brokers.values(), key=lambda r: r.broker_id)]
 
+    # --- admin additions for the v3 API ---------------------------------------------
+
+    async def controller_id(self) -> int | None:
+        """The broker id of the active controller, None while there is none (v3 cluster)."""
+        return await self.store.controller_id()
+
+    async def describe_topic_configs(self, name: str) -> list[ConfigEntry]:
+        """Every topic-level key of ``name`` with its effective value, source and
+        synonyms, sorted by name (v3 topic configs); UnknownTopicError."""
+        meta = self.topic_metadata(name)
+        return describe_configs(meta.configs, self.config.log_defaults)
+
+    async def alter_topic_configs(
+        self, name: str, *, set_values: Mapping[str, str] | None = None,
+        reset: Iterable[str] = (), validate_only: bool = False,
+    ) -> dict[str, str]:
+        """Set some overrides and drop others (back to the broker default) in one
+        validated step, applied live like ``set_topic_configs``; returns the new
+        overrides. InvalidConfigError names a bad key or value; nothing changes then."""
+        async with self._create_lock:  # read-modify-write of the overrides, serialized
+            drop = set(reset)
+            current = self.topic_metadata(name).configs
+            overrides = {k: v for k, v in current.items() if k not in drop}
+            overrides.update(set_values or {})
+            if validate_only:
+                return validate_topic_configs(overrides)
+            await self.set_topic_configs(name, overrides)
+            return dict(self.topic_metadata(name).configs)
+
+    async def describe_broker_configs(self) -> list[ConfigEntry]:
+        """This broker's properties, sorted by name (v3 broker configs; read-only: franz
+        has no dynamic broker configs)."""
+        return _broker_config_entries(self.config)
+
     def _partition_of(self, topic: str, partition: int) -> TopicPartition:
         meta = self.topic_metadata(topic)
         if partition not in meta.assignment.partitions:
@@ -343,3 +388,41 @@ class Broker:
 
 async def _inline(fn: Callable[..., object], *args: object) -> object:
     return fn(*args)
+
+
+_PROPERTY_TYPES = {bool: ConfigType.BOOLEAN, int: ConfigType.INT, str: ConfigType.STRING}
+
+
+def _broker_entry(name: str, value: str | None, default: str | None, *, set_here: bool,
+                  type_: ConfigType, doc: str) -> ConfigEntry:
+    source = ConfigSource.STATIC_BROKER_CONFIG if set_here else ConfigSource.DEFAULT_CONFIG
+    syns = [ConfigSynonym(name, value, source)] if set_here else []
+    syns.append(ConfigSynonym(name, default, ConfigSource.DEFAULT_CONFIG))
+    return ConfigEntry(name, value, source, not set_here, True, False, tuple(syns), type_, doc)
+
+
+def _broker_config_entries(config: BrokerConfig) -> list[ConfigEntry]:
+    """The broker property table, then the log properties that default topic keys
+    (``log.retention.hours``, ``message.max.bytes``, ...), then any other log property
+    set; STATIC_BROKER_CONFIG when set (or, for the table, differing from the default)."""
+    def text(v: object) -> str:
+        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+    entries: dict[str, ConfigEntry] = {}
+    for prop in BROKER_PROPERTIES:
+        value = config[prop.name]
+        entries[prop.name] = _broker_entry(
+            prop.name, text(value), text(prop.default), set_here=value != prop.default,
+            type_=_PROPERTY_TYPES.get(prop.type, ConfigType.STRING), doc=prop.doc)
+    log_defaults = config.log_defaults
+    for key in TOPIC_CONFIG_DEFS:
+        for syn in server_synonyms(key.name):
+            raw = log_defaults.get(syn.name)
+            entries.setdefault(syn.name, _broker_entry(
+                syn.name, raw if raw is not None else syn.default, syn.default,
+                set_here=raw is not None, type_=key.type,
+                doc=f"Broker default of the topic config {key.name}."))
+    for name, raw in log_defaults.items():
+        entries.setdefault(name, _broker_entry(name, raw, None, set_here=True,
+                                               type_=ConfigType.STRING, doc="Log property."))
+    return [entries[name] for name in sorted(entries)]

@@ -181,7 +181,9 @@ async def test_domain_error_handler(client: httpx.AsyncClient) -> None:
 
 
 async def test_v3_paths_answer_application_json(client: httpx.AsyncClient) -> None:
-    _check(await client.get("/v3/clusters/x"), 404, 40401, media="application/json")
+    # v3 rows (api.errors.V3_ERROR_TABLE): Kafka's UNKNOWN_TOPIC_OR_PARTITION, as Confluent's v3
+    body = _check(await client.get("/v3/clusters/x"), 404, 40403, media="application/json")
+    assert body["message"] == "This server does not host this topic-partition."
 
 
 async def test_unknown_url_and_method(client: httpx.AsyncClient) -> None:

@@ -1,0 +1,30 @@
+"""Confluent REST Proxy v3 routers, under ``/v3`` (rest-api-reference §3; docs/api-v3.md).
+
+    clusters         /v3/clusters, the cluster, brokers, a broker's replicas, ACLs (none)
+    topics           list, describe, create, PATCH partitions_count, delete
+    partitions       partitions, offsets, replicas, reassignments (none)
+    configs          topic configs (read, set, reset, alter; applied live), broker configs
+    consumer_groups  groups, consumers, assignments
+    lags             per-partition lags and the group lag summary
+    produce          POST .../records: one record, several, or a stream
+    records          franz: GET .../partitions/{p}/records, a long-poll range read
+
+Every answer is ``application/json``; resources carry ``kind``, ``metadata.self`` (an
+absolute URL), ``metadata.resource_name`` (a CRN) and ``{"related": url}`` links
+(``api.v3.common``). Shapes: ``api.v3.models``. Errors: ``api.errors`` (v3 rows).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from api.v3 import clusters, configs, consumer_groups, lags, partitions, produce, records, topics
+from api.v3.models import OPENAPI_SCHEMAS
+
+router = APIRouter()
+router.include_router(clusters.root_router)
+# Order matters where paths overlap: "/topics/-/..." routes precede "/topics/{topic_name}/...".
+for _module in (clusters, configs, topics, partitions, consumer_groups, lags, produce, records):
+    router.include_router(_module.router)
+
+__all__ = ["OPENAPI_SCHEMAS", "router"]

@@ -1,0 +1,185 @@
+"""v3 clusters, brokers, a broker's partition replicas, and ACLs.
+
+There is exactly one cluster: the broker's own (``cluster_id`` from the metadata
+store). Any other cluster id in a path is 404 / 404 "Cluster X cannot be found.".
+franz has no authorizer, so every ACL call is 400 / 40002, as Confluent answers when
+the brokers have none (Kafka's SecurityDisabledException).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from api.deps import broker_of
+from api.errors import ApiError, ErrorCode
+from api.v3.common import ClusterLinks, Links, V3Response, cluster_links, errors, not_found, v3_json
+from api.v3.models import (
+    KafkaAclList,
+    KafkaBroker,
+    KafkaBrokerList,
+    KafkaCluster,
+    KafkaClusterList,
+    KafkaReplicaList,
+)
+from api.v3.partitions import replica_data
+from core.broker.types import BrokerInfo
+
+root_router = APIRouter(prefix="/v3", tags=["v3 clusters"], default_response_class=V3Response)
+router = APIRouter(
+    prefix="/v3/clusters/{cluster_id}",
+    tags=["v3 clusters"],
+    dependencies=[Depends(cluster_links)],
+    default_response_class=V3Response,
+)
+
+NO_AUTHORIZER = "Security features are disabled: no authorizer is configured on the broker."
+
+
+def cluster_data(links: Links, controller: int | None) -> dict[str, Any]:
+    out = links.resource("KafkaCluster", (), [])
+    out.update(
+        cluster_id=links.cluster_id,
+        controller=links.rel("brokers", controller) if controller is not None else None,
+        acls=links.rel("acls"),
+        brokers=links.rel("brokers"),
+        broker_configs=links.rel("broker-configs"),
+        consumer_groups=links.rel("consumer-groups"),
+        topics=links.rel("topics"),
+        partition_reassignments=links.rel("topics", "-", "partitions", "-", "reassignment"),
+    )
+    return out
+
+
+def broker_data(links: Links, b: BrokerInfo) -> dict[str, Any]:
+    out = links.resource("KafkaBroker", ("brokers", b.broker_id), [("broker", b.broker_id)])
+    out.update(
+        cluster_id=links.cluster_id,
+        broker_id=b.broker_id,
+        host=b.host or None,
+        port=b.port,
+        rack=b.rack,
+        configs=links.rel("brokers", b.broker_id, "configs"),
+        partition_replicas=links.rel("brokers", b.broker_id, "partition-replicas"),
+    )
+    return out
+
+
+async def find_broker(request: Request, broker_id: int) -> BrokerInfo:
+    for b in await broker_of(request).list_brokers():
+        if b.broker_id == broker_id:
+            return b
+    raise not_found(f"Broker {broker_id} cannot be found.")
+
+
+@root_router.get("/clusters", summary="List clusters (the one)", response_model=KafkaClusterList)
+async def list_clusters(request: Request) -> Response:
+    broker = broker_of(request)
+    links = Links.of(request, broker.cluster_id)
+    data = [cluster_data(links, await broker.controller_id())]
+    return v3_json(
+        {
+            "kind": "KafkaClusterList",
+            "metadata": {"self": links.root + "/clusters", "next": None},
+            "data": data,
+        }
+    )
+
+
+@router.get("", summary="Describe the cluster", response_model=KafkaCluster, responses=errors(404))
+async def get_cluster(links: ClusterLinks, request: Request) -> Response:
+    return v3_json(cluster_data(links, await broker_of(request).controller_id()))
+
+
+@router.get(
+    "/brokers", summary="List live brokers", response_model=KafkaBrokerList, responses=errors(404)
+)
+async def list_brokers(links: ClusterLinks, request: Request) -> Response:
+    data = [broker_data(links, b) for b in await broker_of(request).list_brokers()]
+    return v3_json(links.collection("KafkaBrokerList", ("brokers",), data))
+
+
+@router.get(
+    "/brokers/{broker_id}",
+    summary="Describe a broker",
+    response_model=KafkaBroker,
+    responses=errors(404),
+)
+async def get_broker(broker_id: int, links: ClusterLinks, request: Request) -> Response:
+    return v3_json(broker_data(links, await find_broker(request, broker_id)))
+
+
+@router.get(
+    "/brokers/{broker_id}/partition-replicas",
+    summary="Replicas a broker holds, over all topics",
+    response_model=KafkaReplicaList,
+    responses=errors(404),
+)
+async def list_broker_replicas(broker_id: int, links: ClusterLinks, request: Request) -> Response:
+    await find_broker(request, broker_id)
+    broker = broker_of(request)
+    data = []
+    for name in await broker.list_topics():
+        info = await broker.describe_topic(name)
+        data += [
+            replica_data(links, name, p, broker_id)
+            for p in info.partitions
+            if broker_id in p.replicas
+        ]
+    parts = ("brokers", broker_id, "partition-replicas")
+    return v3_json(links.collection("KafkaReplicaList", parts, data))
+
+
+# --- ACLs: no authorizer --------------------------------------------------------------------
+
+
+def _no_authorizer() -> ApiError:
+    return ApiError(400, ErrorCode.KAFKA_BAD_REQUEST, NO_AUTHORIZER)
+
+
+_ACL_NOTE = (
+    "franz has no authorizer: always 400 / 40002 (Confluent's answer when the brokers have none)."
+)
+
+
+@router.get(
+    "/acls",
+    summary="Search ACLs (no authorizer)",
+    description=_ACL_NOTE,
+    response_model=KafkaAclList,
+    responses=errors(400, 404),
+)
+async def search_acls() -> Response:
+    raise _no_authorizer()
+
+
+@router.post(
+    "/acls",
+    summary="Create an ACL (no authorizer)",
+    description=_ACL_NOTE,
+    responses=errors(400, 404),
+)
+async def create_acl() -> Response:
+    raise _no_authorizer()
+
+
+@router.post(
+    "/acls:batch",
+    summary="Create ACLs (no authorizer)",
+    description=_ACL_NOTE,
+    responses=errors(400, 404),
+)
+async def create_acls() -> Response:
+    raise _no_authorizer()
+
+
+@router.delete(
+    "/acls",
+    summary="Delete ACLs (no authorizer)",
+    description=_ACL_NOTE,
+    responses=errors(400, 404),
+)
+async def delete_acls() -> Response:
+    raise _no_authorizer()

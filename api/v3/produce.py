@@ -1,0 +1,428 @@
+"""v3 produce: ``POST /v3/clusters/{c}/topics/{t}/records`` (rest-api-reference §3.5).
+
+The body is one record, records back to back, or a JSON array of records, typed
+``application/json``; it may be a long-lived chunked stream. Each record is written as
+soon as it is complete, and the answer carries one report per record, in order, each
+followed by ``\\r\\n``: reports stream out while the request is still coming in.
+
+    {"partition_id": 1,                                   # optional
+     "headers": [{"name": "h", "value": "<base64>"}],     # optional, value may be null
+     "key":   {"type": "BINARY", "data": "<base64>"},     # optional
+     "value": {"type": "JSON", "data": {"any": "json"}},  # optional; STRING: a string
+     "timestamp": "2024-05-01T12:00:00.123Z"}             # optional ISO-8601, default now
+
+    {"error_code": 200, "cluster_id", "topic_name", "partition_id", "offset",
+     "timestamp": "<ISO-8601>", "key": {"type", "size"}, "value": {"type", "size"}}
+    {"error_code": 400, "message": "Bad Request: value.data=1 is not a base64 string."}
+
+Records fail one by one inside HTTP 200 (Confluent): 400 a malformed record (wrong
+field, type or base64; unknown field), 42206 a schema type or no ``type`` (no Schema
+Registry), 404/40402 a partition the topic lacks, 413 a record over the topic's
+``max.message.bytes``, 50002/50003 a Kafka error. Malformed JSON after the first record
+ends the stream with a 400 report.
+
+Before the stream starts the whole request fails: 415 another content type, 422 / 42206
+an empty body, 400 / 400 malformed JSON in the first record, 413 a record over
+``max.request.size``, 404 / 404 an unknown cluster (franz checks it; self-managed
+Confluent does not), 404 / 40403 an unknown topic when topics are not auto-created.
+Records are written with acks=all, the Java producer's default.
+
+The hot path reads raw body chunks and checks records by hand (no pydantic).
+"""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Depends, Request
+from starlette.requests import ClientDisconnect
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from api.deps import broker_of
+from api.errors import V3_MEDIA, ApiError, ErrorCode, message_for, spec_for
+from api.v3.common import (
+    PAYLOAD_ERROR,
+    V3Response,
+    body_doc,
+    check_cluster,
+    empty_body_error,
+    errors,
+    iso_timestamp,
+    require_json_type,
+)
+from api.v3.json_stream import BadJson, JsonValues
+from api.v3.models import ProduceReport
+from core.broker.broker import Broker
+from core.broker.errors import UnknownPartitionError, UnknownTopicError
+from core.broker.types import ProduceRecord
+from core.errors import FranzError
+
+router = APIRouter(
+    prefix="/v3/clusters/{cluster_id}",
+    tags=["v3 records"],
+    dependencies=[Depends(check_cluster)],
+    default_response_class=V3Response,
+)
+
+ACKS_ALL = -1
+SEPARATOR = b"\r\n"
+_RECORD_FIELDS = frozenset({"partition_id", "headers", "key", "value", "timestamp"})
+_DATA_FIELDS = frozenset(
+    {"type", "data", "subject", "subject_name_strategy", "schema_id", "schema_version", "schema"}
+)
+_SCHEMA_FIELDS = _DATA_FIELDS - {"type", "data"}
+_SCHEMA_TYPES = frozenset({"AVRO", "JSONSCHEMA", "PROTOBUF"})
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+_EXAMPLE = {
+    "partition_id": 0,
+    "headers": [{"name": "trace-id", "value": "MTIz"}],
+    "key": {"type": "STRING", "data": "user-1"},
+    "value": {"type": "JSON", "data": {"clicks": 3}},
+}
+_REPORT_EXAMPLE = {
+    "error_code": 200,
+    "cluster_id": "fRaNz-cluster-id",
+    "topic_name": "orders",
+    "partition_id": 0,
+    "offset": 42,
+    "timestamp": "2024-05-01T12:00:00.123Z",
+    "key": {"type": "STRING", "size": 6},
+    "value": {"type": "JSON", "size": 12},
+}
+
+
+# --- one record ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """A checked record and what its report says about its key and value."""
+
+    record: ProduceRecord
+    key: tuple[str, int] | None  # (type, stored size); None: no key in the request
+    value: tuple[str, int] | None
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError(400, ErrorCode.BAD_REQUEST, "Bad Request: " + message)
+
+
+def _show(value: Any) -> str:
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_fields(obj: dict[str, Any], allowed: frozenset[str], where: str) -> None:
+    extra = obj.keys() - allowed
+    if extra:
+        raise _bad(f"Unrecognized field: {where}{min(extra)}")
+
+
+def _base64(data: Any, where: str) -> bytes:
+    if not isinstance(data, str):
+        raise _bad(f"{where}={_show(data)} is not a base64 string.")
+    try:
+        return binascii.a2b_base64(data, strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise _bad(f"{where}={_show(data)} is not a valid base64 string.") from None
+
+
+def _data(raw: Any, side: str) -> tuple[bytes | None, tuple[str, int] | None]:
+    """A key or value object -> (stored bytes, report entry)."""
+    if raw is None:
+        return None, None
+    if not isinstance(raw, dict):
+        raise _bad(f"{side}={_show(raw)} is not an object with type and data.")
+    _check_fields(raw, _DATA_FIELDS, side + ".")
+    kind = raw.get("type")
+    if kind is None or kind in _SCHEMA_TYPES:
+        raise ApiError(
+            422,
+            ErrorCode.PAYLOAD_ERROR,
+            PAYLOAD_ERROR + "Schema Registry must be configured when using schemas.",
+        )
+    if kind not in ("BINARY", "JSON", "STRING"):
+        raise _bad(f"{side}.type={_show(kind)} is not one of BINARY, JSON, STRING.")
+    schema_fields = raw.keys() & _SCHEMA_FIELDS
+    if schema_fields:
+        raise _bad(f"{side}: {', '.join(sorted(schema_fields))} cannot be used with type {kind}.")
+    data = raw.get("data")
+    if data is None:
+        return None, (kind, 0)
+    if kind == "BINARY":
+        stored = _base64(data, side + ".data")
+    elif kind == "STRING":
+        if not isinstance(data, str):
+            raise _bad(f"{side}.data={_show(data)} is not a string.")
+        stored = data.encode()
+    else:
+        stored = orjson.dumps(data)
+    return stored, (kind, len(stored))
+
+
+def _headers(raw: Any) -> list[tuple[str, bytes | None]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise _bad(f"headers={_show(raw)} is not a list.")
+    out: list[tuple[str, bytes | None]] = []
+    for i, h in enumerate(raw):
+        where = f"headers[{i}]"
+        if not isinstance(h, dict):
+            raise _bad(f"{where}={_show(h)} is not an object with name and value.")
+        _check_fields(h, frozenset({"name", "value"}), where + ".")
+        name, value = h.get("name"), h.get("value")
+        if not isinstance(name, str):
+            raise _bad(f"{where}.name={_show(name)} is not a string.")
+        out.append((name, None if value is None else _base64(value, where + ".value")))
+    return out
+
+
+def parse_timestamp(raw: Any) -> int | None:
+    """ISO-8601 (naive means UTC) -> epoch ms."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise _bad(f"timestamp={_show(raw)} is not an ISO-8601 string.")
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        raise _bad(f"timestamp={_show(raw)} is not an ISO-8601 date-time.") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    ms = (when - _EPOCH) // _MS
+    if ms < 0:
+        raise _bad(f"timestamp={_show(raw)} is before 1970.")
+    return ms
+
+
+def parse_record(obj: Any, topic: str) -> Parsed:
+    """One request record, checked (ApiError: the record's failure report)."""
+    if not isinstance(obj, dict):
+        raise _bad(f"record={_show(obj)} is not a JSON object.")
+    _check_fields(obj, _RECORD_FIELDS, "")
+    partition = obj.get("partition_id")
+    if partition is not None:
+        if not isinstance(partition, int) or isinstance(partition, bool):
+            raise _bad(f"partition_id={_show(partition)} is not an integer.")
+        if partition < 0:
+            raise _no_partition(topic, partition)
+    key, key_info = _data(obj.get("key"), "key")
+    value, value_info = _data(obj.get("value"), "value")
+    record = ProduceRecord(
+        value, key, _headers(obj.get("headers")), parse_timestamp(obj.get("timestamp")), partition
+    )
+    return Parsed(record, key_info, value_info)
+
+
+def _no_partition(topic: str, partition: int) -> ApiError:
+    return ApiError(
+        404, ErrorCode.PARTITION_NOT_FOUND, f"Partition {partition} of topic '{topic}' not found."
+    )
+
+
+# --- a batch of records ------------------------------------------------------------------------
+
+
+def _failure(error: ApiError | FranzError) -> dict[str, Any]:
+    if isinstance(error, ApiError):
+        return {"error_code": error.code, "message": error.message}
+    spec = spec_for(error, v3=True)
+    return {"error_code": int(spec.code), "message": message_for(error, spec)}
+
+
+def _partition_count(broker: Broker, topic: str) -> int | None:
+    try:
+        return broker.topic_metadata(topic).num_partitions
+    except UnknownTopicError:
+        return None  # not created yet (auto-creation), or gone
+
+
+@dataclass(slots=True)
+class Batch:
+    """Records of one read from the body, checked; the outcome per input position."""
+
+    topic: str
+    outcomes: list[Parsed | ApiError | FranzError]
+
+    @classmethod
+    def of(cls, topic: str, values: Sequence[Any]) -> Batch:
+        outcomes: list[Parsed | ApiError | FranzError] = []
+        for v in values:
+            if isinstance(v, BadJson):
+                outcomes.append(ApiError(v.status, v.status, v.message))
+                continue
+            try:
+                outcomes.append(parse_record(v, topic))
+            except ApiError as exc:
+                outcomes.append(exc)
+        return cls(topic, outcomes)
+
+    def check_partitions(self, count: int | None) -> None:
+        if count is None:
+            return
+        for i, o in enumerate(self.outcomes):
+            if (
+                isinstance(o, Parsed)
+                and o.record.partition is not None
+                and o.record.partition >= count
+            ):
+                self.outcomes[i] = _no_partition(self.topic, o.record.partition)
+
+    def pending(self) -> list[int]:
+        return [i for i, o in enumerate(self.outcomes) if isinstance(o, Parsed)]
+
+    def record(self, i: int) -> ProduceRecord:
+        outcome = self.outcomes[i]
+        assert isinstance(outcome, Parsed)
+        return outcome.record
+
+
+async def produce_batch(broker: Broker, batch: Batch, *, first: bool) -> list[dict[str, Any]]:
+    """Write the batch's good records in one call; one report per input position.
+
+    An unknown topic fails the request when it is the first batch (nothing was answered
+    yet), else every record of the batch."""
+    known = _partition_count(broker, batch.topic)
+    batch.check_partitions(known)
+    todo = batch.pending()
+    results: Sequence[Any] = []
+    if todo:
+        try:
+            results = await broker.produce(
+                batch.topic, [batch.record(i) for i in todo], acks=ACKS_ALL
+            )
+        except UnknownTopicError:
+            if first:
+                raise
+            results = [UnknownTopicError()] * len(todo)
+        except UnknownPartitionError as exc:
+            created = _partition_count(broker, batch.topic)
+            if known is not None or created is None:
+                results = [exc] * len(todo)  # the count changed under us
+            else:  # the topic was just auto-created: check against its real count
+                return await produce_batch(broker, batch, first=first)
+        except FranzError as exc:
+            results = [exc] * len(todo)
+    by_index = dict(zip(todo, results, strict=True))
+    return [_report(broker, batch, i, by_index.get(i)) for i in range(len(batch.outcomes))]
+
+
+def _report(broker: Broker, batch: Batch, i: int, result: Any) -> dict[str, Any]:
+    outcome = batch.outcomes[i]
+    if not isinstance(outcome, Parsed):
+        return _failure(outcome)
+    if isinstance(result, FranzError):
+        return _failure(result)
+    if result.error is not None:
+        return _failure(result.error)
+    report: dict[str, Any] = {
+        "error_code": 200,
+        "cluster_id": broker.cluster_id,
+        "topic_name": batch.topic,
+        "partition_id": result.partition,
+        "offset": result.offset,
+        "timestamp": iso_timestamp(result.timestamp) if result.timestamp is not None else None,
+    }
+    if outcome.key is not None:
+        report["key"] = {"type": outcome.key[0], "size": outcome.key[1]}
+    if outcome.value is not None:
+        report["value"] = {"type": outcome.value[0], "size": outcome.value[1]}
+    return report
+
+
+def _lines(reports: list[dict[str, Any]]) -> bytes:
+    dumps = orjson.dumps
+    return b"".join(dumps(r) + SEPARATOR for r in reports)
+
+
+# --- the request body, read as it comes --------------------------------------------------------
+
+
+async def _chunks(request: Request) -> AsyncIterator[tuple[bytes, bool]]:
+    """(chunk, is_last) as the server receives them."""
+    receive = request.receive
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        if message["type"] == "http.request":
+            last = not message.get("more_body", False)
+            yield message.get("body", b""), last
+            if last:
+                return
+
+
+class _DuplexStreamingResponse(StreamingResponse):
+    """Streams reports while the body is still being read. Starlette's own
+    StreamingResponse listens for a disconnect in parallel (ASGI < 2.4), which would
+    swallow body messages; here the body reader notices a disconnect itself."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.stream_response(send)
+
+
+async def _first_values(
+    chunks: AsyncIterator[tuple[bytes, bool]], splitter: JsonValues
+) -> tuple[list[Any], bool]:
+    """Read until a value is complete or the body ends: (values, body ended)."""
+    async for chunk, last in chunks:
+        values = splitter.feed(chunk, final=last)
+        if values or last:
+            return values, last
+    return [], True
+
+
+async def _rest(
+    broker: Broker,
+    topic: str,
+    first: bytes,
+    chunks: AsyncIterator[tuple[bytes, bool]],
+    splitter: JsonValues,
+) -> AsyncIterator[bytes]:
+    yield first
+    try:
+        async for chunk, last in chunks:
+            values = splitter.feed(chunk, final=last)
+            if values:
+                yield _lines(await produce_batch(broker, Batch.of(topic, values), first=False))
+    except ClientDisconnect:
+        return
+
+
+@router.post(
+    "/topics/{topic_name}/records",
+    summary="Produce records (one, several back to back, or a stream)",
+    description="One delivery report per record, in order, each followed by `\\r\\n`; "
+    "HTTP 200 even when records fail (each report has its own `error_code`).",
+    response_model=ProduceReport,
+    openapi_extra=body_doc("ProduceRecordRequest", _EXAMPLE),
+    responses={
+        200: {"content": {V3_MEDIA: {"example": _REPORT_EXAMPLE}}},
+        **errors(400, 404, 413, 415, 422),
+    },
+)
+async def produce_records(topic_name: str, request: Request) -> Response:
+    require_json_type(request)
+    broker = broker_of(request)
+    splitter = JsonValues(max_pending=int(broker.config["max.request.size"]))
+    chunks = _chunks(request)
+    values, ended = await _first_values(chunks, splitter)
+    if not values:
+        raise empty_body_error()
+    if isinstance(values[0], BadJson):
+        raise ApiError(values[0].status, values[0].status, values[0].message)
+    first = _lines(await produce_batch(broker, Batch.of(topic_name, values), first=True))
+    if ended:
+        return Response(first, media_type=V3_MEDIA)
+    return _DuplexStreamingResponse(
+        _rest(broker, topic_name, first, chunks, splitter), media_type=V3_MEDIA
+    )
