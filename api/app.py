@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from api import v2, v3
+from api import internal, v2, v3
 from api.errors import install_error_handlers
 from api.openapi import install_openapi
 from api.responses import KafkaV2Response
@@ -59,5 +59,6 @@ def create_app(broker: Broker) -> FastAPI:
     install_error_handlers(app)
     app.include_router(v2.router)
     app.include_router(v3.router)
+    app.include_router(internal.router, include_in_schema=False)  # /internal/v1
     install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS})
     return app

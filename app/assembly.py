@@ -1,15 +1,34 @@
-"""Wiring: which implementation behind each interface, for a given configuration."""
+"""Wiring: which implementation behind each interface, for a given configuration.
+
+The one difference between standalone and cluster (design.md section 1) is the metadata
+store: ``zookeeper.connect`` set -> ``ZkMetadataStore`` (Kafka's znode layout; brokers
+learn leadership changes from its watches), else the embedded SQLite store in the data
+dir. Everything else, including the HTTP client to other brokers, is the same.
+"""
 
 from __future__ import annotations
 
 from core.broker.broker import Broker
+from core.broker.cluster_client import HttpClusterClient
 from core.broker.config import BrokerConfig
 from core.broker.embedded_store import EmbeddedMetadataStore
+from core.broker.metadata import MetadataStore
 from core.clock import SYSTEM_CLOCK, Clock
 
 
-def build_broker(config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> Broker:
-    """Standalone: the embedded SQLite metadata store in the data dir."""
+def build_store(config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> MetadataStore:
+    connect = str(config["zookeeper.connect"] or "")
+    if connect:
+        from core.broker.zk_store import ZkMetadataStore  # noqa: PLC0415  (kazoo only in clusters)
+
+        return ZkMetadataStore(connect, clock=clock,
+                               session_timeout_s=config["zookeeper.session.timeout.ms"] / 1000)
     config.data_dir.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{(config.data_dir / 'metadata.db').resolve()}"
-    return Broker(config, EmbeddedMetadataStore(url, clock=clock), clock=clock)
+    return EmbeddedMetadataStore(url, clock=clock)
+
+
+def build_broker(config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> Broker:
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    client = HttpClusterClient(timeout_s=config["replica.socket.timeout.ms"] / 1000)
+    return Broker(config, build_store(config, clock=clock), clock=clock, cluster_client=client)

@@ -1,4 +1,6 @@
-"""The ``franz`` command line: ``franz serve`` runs a standalone broker."""
+"""The ``franz`` command line: ``franz serve`` runs a standalone broker; ``franz broker``
+runs one broker of a cluster whose metadata lives in ZooKeeper (design.md section 1).
+Both build the same ``Broker``; only the metadata store backend differs."""
 
 from __future__ import annotations
 
@@ -21,6 +23,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="any broker property, e.g. --override num.partitions=3")
     serve.add_argument("--log-level", default="INFO")
+    broker = sub.add_parser("broker", help="run one broker of a cluster (metadata in ZooKeeper)")
+    broker.add_argument("--config", type=Path,
+                        help="a .properties file (broker.id, zookeeper.connect, listeners, log.dirs, ...)")
+    broker.add_argument("--broker-id", type=int, help="broker id (broker.id)")
+    broker.add_argument("--zookeeper", help="HOST:PORT[,HOST:PORT][/CHROOT] (zookeeper.connect)")
+    broker.add_argument("--host", help="listen address (default 127.0.0.1)")
+    broker.add_argument("--port", type=int, help="listen port (default 8082)")
+    broker.add_argument("--data-dir", help="data directory (log.dirs)")
+    broker.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="any broker property, e.g. --override replica.lag.time.max.ms=2000")
+    broker.add_argument("--log-level", default="INFO")
     return parser
 
 
@@ -39,7 +52,12 @@ def _serve(args: argparse.Namespace) -> int:
         overrides[key.strip()] = value.strip()
     overrides.update({"host": args.host, "port": args.port, "log.dirs": args.data_dir,
                       "broker.id": args.broker_id})
+    if args.command == "broker":
+        overrides["zookeeper.connect"] = args.zookeeper
     config = load_config(properties_file=args.config, overrides=overrides)
+    if args.command == "broker" and not config["zookeeper.connect"]:
+        print("franz broker: needs --zookeeper or zookeeper.connect in --config", file=sys.stderr)
+        return 2
     run(config)
     return 0
 
@@ -52,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(version("franz"))
         return 0
-    if args.command == "serve":
+    if args.command in ("serve", "broker"):
         return _serve(args)
     parser.print_help()
     return 2

@@ -457,7 +457,7 @@ class Bench:
         if ceiling:
             bases = [f"/consumers/g/instances/i{i}" for i in range(len(conns))]
         else:
-            bases = [await self._new_instance(c, start=s, topic=t) for c, s in zip(conns, starts)]
+            bases = [await self._new_instance(c, start=s, topic=t) for c, s in zip(conns, starts, strict=True)]
         reqs = [Req("GET", b + f"/records?max_bytes={READ_MAX_BYTES}", b"", {"Accept": BINARY})
                 for b in bases]
         checked = False
@@ -901,8 +901,8 @@ def machine_notes() -> dict[str, Any]:
     notes: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count()}
     with contextlib.suppress(OSError):
         notes["loadavg_at_start"] = os.getloadavg()
-    with contextlib.suppress(OSError):
-        for line in open("/proc/cpuinfo"):
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
             if line.startswith("model name"):
                 notes["cpu"] = line.split(":", 1)[1].strip()
                 break

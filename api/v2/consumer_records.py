@@ -15,16 +15,19 @@ the client may seek past it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
+from pydantic import TypeAdapter
 from starlette.responses import Response
+from typing_extensions import TypedDict
 
 from api.content_types import EmbeddedFormat, records_format
 from api.deps import consumers_of
 from api.errors import ApiError, ErrorCode
 from api.openapi import errors, records_ok
+from api.v2.body import optional_int, param_doc, query
 from api.v2.consumers import INSTANCE
 from api.v2.embedded import NotJsonError, Polled, render_binary_bytes, render_records
 from core.broker.types import TopicPartition
@@ -56,10 +59,28 @@ JSON_EXAMPLE = [
     }
 ]
 
-TimeoutParam = Annotated[
-    int | None, Query(description="max wait in ms (only shortens the instance's timeout)")
+_TIMEOUT_DOC = "max wait in ms (only shortens the instance's timeout)"
+_MAX_BYTES_DOC = "cap on key+value bytes returned"
+
+
+class RecordsQuery(TypedDict, total=False):
+    """Query parameters, validated by ``api.v2.body.query`` rather than declared (this
+    is the hot read route)."""
+
+    timeout: int | None
+    max_bytes: int | None
+
+
+RECORDS_QUERY = TypeAdapter(RecordsQuery)
+_NO_QUERY: RecordsQuery = {}
+
+
+_PARAMETERS_DOC = [
+    param_doc("group", "path", None, {"title": "Group", "type": "string"}, required=True),
+    param_doc("instance", "path", None, {"title": "Instance", "type": "string"}, required=True),
+    param_doc("timeout", "query", _TIMEOUT_DOC, optional_int("Timeout")),
+    param_doc("max_bytes", "query", _MAX_BYTES_DOC, optional_int("Max Bytes")),
 ]
-MaxBytesParam = Annotated[int | None, Query(description="cap on key+value bytes returned")]
 
 
 def instance_format(info: Any) -> EmbeddedFormat:
@@ -103,14 +124,11 @@ def _positive(value: int | None) -> int | None:
     description="Answers as soon as records are available, else after `timeout`. "
     "Records also carry `timestamp`, `timestamp_type` and `headers` (franz extensions).",
     responses={**records_ok(BINARY_EXAMPLE, JSON_EXAMPLE), **errors(404, 406, 500)},
+    openapi_extra={"parameters": _PARAMETERS_DOC},
 )
-async def read_records(
-    group: str,
-    instance: str,
-    request: Request,
-    timeout: TimeoutParam = None,
-    max_bytes: MaxBytesParam = None,
-) -> Response:
+async def read_records(group: str, instance: str, request: Request) -> Response:
+    q = query(request, RECORDS_QUERY, _NO_QUERY)
+    timeout, max_bytes = q.get("timeout"), q.get("max_bytes")
     consumers = consumers_of(request)
     info = consumers.get(group, instance)
     fmt, media = records_format(request.headers.get("accept"), instance_format(info))

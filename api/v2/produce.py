@@ -16,20 +16,23 @@ Records may also carry ``headers`` and ``timestamp`` (see ``api.v2.schemas``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from itertools import repeat
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Request
+from pydantic import TypeAdapter
 from starlette.responses import Response
+from typing_extensions import TypedDict
 
 from api.content_types import EmbeddedFormat, produce_format, require_supported
 from api.deps import broker_of
 from api.errors import V2_MEDIA, ApiError, ErrorCode, message_for, spec_for
 from api.openapi import errors, ok, ref
 from api.responses import check_accept
-from api.v2.body import empty_body_error, parse
+from api.v2.body import empty_body_error, param_doc, parse, query
 from api.v2.embedded import binary_columns_fast, produce_records
 from api.v2.schemas import BINARY_PRODUCE, JSON_PRODUCE
 from core.broker.types import ProduceColumns, ProduceResults, RecordResult
@@ -39,13 +42,25 @@ router = APIRouter(tags=["v2 produce"], dependencies=[Depends(check_accept)])
 
 _ACKS = {"0": 0, "1": 1, "-1": -1, "all": -1}
 
-AcksParam = Annotated[
-    str | None,
-    Query(description="franz extension: `0`, `1` (default) or `all`", examples=["all"]),
-]
-StrictParam = Annotated[
-    bool,
-    Query(description="franz extension: answer with the first failed record's HTTP status"),
+_ACKS_DOC = "franz extension: `0`, `1` (default) or `all`"
+_STRICT_DOC = "franz extension: answer with the first failed record's HTTP status"
+
+
+class ProduceQuery(TypedDict, total=False):
+    """The query parameters, validated by ``api.v2.body.query`` (not declared on the
+    routes: FastAPI's per-parameter work is a large share of a small produce)."""
+
+    acks: str | None
+    strict: bool
+
+
+PRODUCE_QUERY = TypeAdapter(ProduceQuery)
+_NO_QUERY: ProduceQuery = {}
+_QUERY_DOC = [
+    param_doc("acks", "query", _ACKS_DOC, {"anyOf": [{"type": "string"}, {"type": "null"}],
+                                           "examples": ["all"], "title": "Acks"}),
+    param_doc("strict", "query", _STRICT_DOC,
+              {"default": False, "title": "Strict", "type": "boolean"}),
 ]
 
 _BINARY_EXAMPLE = {"records": [{"key": "a2V5", "value": "Y29uZmx1ZW50"}, {"value": "a2Fma2E="}]}
@@ -81,6 +96,14 @@ _OPENAPI_BODY = {
         },
     }
 }
+
+# openapi_extra's "parameters" replaces FastAPI's list, so the path parameters are
+# listed here too (in FastAPI's order: path, then query).
+_TOPIC_DOC = param_doc("topic", "path", None, {"title": "Topic", "type": "string"}, required=True)
+_PARTITION_DOC = param_doc("partition", "path", None, {"title": "Partition", "type": "integer"},
+                           required=True)
+_OPENAPI_TOPIC = {**_OPENAPI_BODY, "parameters": [_TOPIC_DOC, *_QUERY_DOC]}
+_OPENAPI_PARTITION = {**_OPENAPI_BODY, "parameters": [_TOPIC_DOC, _PARTITION_DOC, *_QUERY_DOC]}
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     **ok("ProduceResponse", _RESPONSE_EXAMPLE),
     **errors(400, 404, 413, 415, 422, 500),
@@ -113,9 +136,12 @@ def _failed(error: FranzError) -> dict[str, Any]:
 def _offsets(results: Sequence[RecordResult]) -> list[dict[str, Any]]:
     if isinstance(results, ProduceResults) and not results.errors:  # no RecordResult objects
         parts = results.partitions
+        each: Iterable[int | None] = (
+            repeat(parts) if parts is None or isinstance(parts, int) else parts
+        )
         return [
             {"partition": p, "offset": o, "error_code": None, "error": None}
-            for p, o in zip(repeat(parts) if isinstance(parts, int) else parts, results.offsets)
+            for p, o in zip(each, results.offsets, strict=False)
         ]
     return [
         {"partition": r.partition, "offset": r.offset, "error_code": None, "error": None}
@@ -179,6 +205,13 @@ def parse_produce(fmt: EmbeddedFormat, body: bytes) -> ProduceColumns:
     return produce_records(fmt, req["records"])
 
 
+@lru_cache(maxsize=64)
+def _produce_format(content_type: str | None) -> EmbeddedFormat:
+    """``produce_format``, remembered per Content-Type string (clients repeat theirs;
+    failures raise and are not remembered)."""
+    return produce_format(content_type)
+
+
 async def _read_body(request: Request) -> bytes:
     limit = int(broker_of(request).config["max.request.size"])
     declared = request.headers.get("content-length")
@@ -200,10 +233,10 @@ async def _read_body(request: Request) -> bytes:
     return body
 
 
-async def produce(
-    request: Request, topic: str, partition: int | None, *, acks: str | None, strict: bool
-) -> Response:
-    fmt = produce_format(request.headers.get("content-type"))
+async def produce(request: Request, topic: str, partition: int | None) -> Response:
+    q = query(request, PRODUCE_QUERY, _NO_QUERY)
+    acks, strict = q.get("acks"), q.get("strict", False)
+    fmt = _produce_format(request.headers.get("content-type"))
     require_supported(fmt)
     records = parse_produce(fmt, await _read_body(request))
     results = await broker_of(request).produce(
@@ -218,27 +251,19 @@ async def produce(
     summary="Produce records to a topic",
     description="Partition per record: its `partition`, else the key's hash, else "
     "round-robin per request.",
-    openapi_extra=_OPENAPI_BODY,
+    openapi_extra=_OPENAPI_TOPIC,
     responses=_RESPONSES,
 )
-async def produce_to_topic(
-    topic: str, request: Request, acks: AcksParam = None, strict: StrictParam = False
-) -> Response:
-    return await produce(request, topic, None, acks=acks, strict=strict)
+async def produce_to_topic(topic: str, request: Request) -> Response:
+    return await produce(request, topic, None)
 
 
 @router.post(
     "/topics/{topic}/partitions/{partition}",
     summary="Produce records to one partition",
     description="A record's own `partition` field, when given, wins over the path.",
-    openapi_extra=_OPENAPI_BODY,
+    openapi_extra=_OPENAPI_PARTITION,
     responses=_RESPONSES,
 )
-async def produce_to_partition(
-    topic: str,
-    partition: int,
-    request: Request,
-    acks: AcksParam = None,
-    strict: StrictParam = False,
-) -> Response:
-    return await produce(request, topic, partition, acks=acks, strict=strict)
+async def produce_to_partition(topic: str, partition: int, request: Request) -> Response:
+    return await produce(request, topic, partition)

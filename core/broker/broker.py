@@ -29,6 +29,7 @@ from core.broker.metadata import (
 from core.broker.metadata_cache import MetadataCache, TopicMetadata
 from core.broker.producer import produce_to_topic
 from core.broker.replica_manager import ReplicaManager
+from core.broker.replication import ClusterClient, ReplicationService
 from core.broker.types import (
     BrokerInfo,
     FetchResult,
@@ -64,7 +65,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 class Broker:
     """Lifecycle: ``await start()`` once, serve, ``await stop()`` once."""
 
-    def __init__(self, config: BrokerConfig, store: MetadataStore, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, config: BrokerConfig, store: MetadataStore, *, clock: Clock = SYSTEM_CLOCK,
+                 cluster_client: ClusterClient | None = None) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.store = store
@@ -79,6 +81,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._sync_locks: dict[str, asyncio.Lock] = {}
         self._create_lock = asyncio.Lock()
+        self.replication = ReplicationService(self, cluster_client)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -93,6 +96,7 @@ class Broker:
         self.log_manager.write_meta_properties(broker_id=self.broker_id, cluster_id=self.cluster_id)
         hws = self.log_manager.read_high_watermarks()
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.clock, hws)
+        self.replication.attach()
         self.store.subscribe(self._on_metadata_event)
         await self.store.register_broker(BrokerRegistration(
             self.broker_id, self.config["advertised.host"] or self.config["host"],
@@ -101,6 +105,7 @@ class Broker:
         await self._refresh_brokers()
         for name in await self.store.topic_names():
             await self._sync_topic(name)
+        await self.replication.start()
         await self._ensure_offsets_topic()
         from core.broker.consumers import ConsumerManager  # noqa: PLC0415  (cycle-free wiring)
         from core.broker.group_backend import BrokerGroupBackend  # noqa: PLC0415
@@ -111,6 +116,7 @@ class Broker:
         log.info("broker %d started (cluster %s, data dir %s)", self.broker_id, self.cluster_id, data_dir)
 
     async def stop(self) -> None:
+        await self.replication.stop()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -131,6 +137,7 @@ class Broker:
     # --- metadata changes -> local replicas ---------------------------------------------
 
     def _on_metadata_event(self, event: MetadataEvent) -> None:
+        self.controller.on_event(event)
         if event.kind is EventKind.BROKERS_CHANGED:
             asyncio.ensure_future(self._refresh_brokers())
         elif event.topic is not None:
@@ -288,7 +295,7 @@ class Broker:
 
     async def partition_offsets(self, topic: str, partition: int) -> PartitionOffsets:
         tp = self._partition_of(topic, partition)
-        return self._rm.leader_partition(tp).offsets()
+        return await self.replication.partition_offsets(tp)
 
     # --- data ---------------------------------------------------------------------------
 
@@ -311,7 +318,7 @@ class Broker:
     async def produce(
         self, topic: str, records: Sequence[ProduceRecord], *, partition: int | None = None,
         acks: int = 1, timeout_ms: int | None = None,
-    ) -> list[RecordResult]:
+    ) -> Sequence[RecordResult]:
         meta = await self._topic_for_produce(topic)
         timeout = self.config["request.timeout.ms"] if timeout_ms is None else timeout_ms
         return await produce_to_topic(
@@ -319,13 +326,14 @@ class Broker:
             timeout_ms=timeout, now_ms=self.clock.now_ms())
 
     async def _append(self, tp: TopicPartition, data: bytearray, acks: int, timeout_ms: int):  # noqa: ANN202
-        return await self._rm.append(tp, data, acks=acks, timeout_ms=timeout_ms)
+        return await self.replication.append(tp, data, acks, timeout_ms)  # local or forwarded
 
     async def fetch_raw(self, topic: str, partition: int, offset: int, *, max_bytes: int,
                         max_wait_ms: int = 0):  # noqa: ANN201
         """Whole batches as bytes (for followers, range reads and the JSON fast path)."""
         tp = self._partition_of(topic, partition)
-        return await self._rm.fetch(tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
+        return await self.replication.fetch_raw(tp, offset, max_bytes=max_bytes,
+                                                max_wait_ms=max_wait_ms)
 
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,
                     max_wait_ms: int = 0, min_bytes: int = 1) -> FetchResult:

@@ -59,6 +59,15 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("log.cleaner.enable", bool, True, "run log compaction"),
     _p("log.cleaner.backoff.ms", int, 15000, "sleep of the cleaner when nothing is dirty"),
     _p("request.timeout.ms", int, 30000, "acks=all wait of a produce"),
+    _p("zookeeper.connect", str, "", "host:port[,host:port][/chroot] of ZooKeeper; empty = standalone"),
+    _p("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout (failure detection)"),
+    _p("replica.fetch.wait.max.ms", int, 500, "long-poll wait of a follower's fetch"),
+    _p("replica.fetch.max.bytes", int, 1048576, "bytes per partition of a follower's fetch"),
+    _p("replica.fetch.response.max.bytes", int, 10485760, "bytes per follower fetch response"),
+    _p("replica.fetch.backoff.ms", int, 1000, "sleep of a fetcher after an error"),
+    _p("replica.socket.timeout.ms", int, 30000, "timeout of broker-to-broker HTTP calls"),
+    _p("controlled.shutdown.enable", bool, True, "move leadership away before a clean exit"),
+    _p("controlled.shutdown.timeout.ms", int, 5000, "how long a clean exit waits for leadership to move"),
 )
 
 _BY_NAME = {p.name: p for p in BROKER_PROPERTIES}

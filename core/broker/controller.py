@@ -6,25 +6,52 @@ standalone, where the single broker always wins). It creates and deletes topics 
 Kafka's replica assignment, adds partitions, validates and stores config overrides,
 and writes initial partition states (leader = first live replica, ISR = live replicas,
 leader epoch 0). Brokers learn the results through store notifications.
+
+Failover (kafka-internals 2.6, 3.3): the active controller reacts to BROKERS_CHANGED by
+re-deciding every partition (``reconcile``) with the pure rules of
+``core.broker.leader_election``: a dead leader is replaced by the first live ISR replica
+in assignment order (leader epoch + 1), dead followers leave the ISR (epoch + 1), a
+partition with no live ISR member goes offline (leader -1, ISR kept) unless
+``unclean.leader.election.enable``; a returning broker brings offline partitions back.
+Each decision is a conditional write at the zkVersion read (BadVersion -> re-read,
+retry), fenced by the controller epoch in the ZooKeeper store. Brokers learn the new
+leaders from their ZooKeeper watches on the partition state znodes (no LeaderAndIsr
+push): the store's PARTITION_STATE_CHANGED event makes each broker re-sync the topic.
+When ``/controller`` disappears (CONTROLLER_CHANGED with no holder) every broker runs
+for the role; the winner reconciles at once (``onControllerFailover``).
+
+Topic admin on a broker that is not the controller: the write goes straight to the
+store (ZooKeeper multi-ops, atomic; a concurrent create of the same name fails with
+TopicAlreadyExists), unfenced, with the last controller epoch this broker saw. Topic
+creation touches znodes no controller decision touches, so no forwarding is needed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from core.broker.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
-    NotControllerError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
     UnknownTopicError,
 )
-from core.broker.metadata import MetadataStore, PartitionState, TopicAssignment
+from core.broker.leader_election import elect_on_broker_change
+from core.broker.metadata import (
+    BadVersionError,
+    EventKind,
+    MetadataEvent,
+    MetadataStore,
+    PartitionState,
+    TopicAssignment,
+)
 from core.broker.replica_assignment import assign_replicas
+from core.errors import FranzError
 from core.storage.config import validate_topic_configs, validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -41,7 +68,14 @@ class Controller:
         self.broker_id = broker_id
         self.store = store
         self.epoch: int | None = None
+        self.known_epoch = 0  # the latest controller epoch seen (for unfenced admin writes)
         self.delete_topic_enable = delete_topic_enable
+        self.unclean_default = False  # broker default of unclean.leader.election.enable
+        self.shutting_down: set[int] = set()  # brokers in controlled shutdown
+        self._work = asyncio.Lock()
+        self._pending = False
+        self._stopped = False
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def is_active(self) -> bool:
@@ -50,14 +84,139 @@ class Controller:
     async def maybe_elect(self) -> bool:
         epoch = await self.store.try_elect_controller(self.broker_id)
         if epoch is not None:
-            self.epoch = epoch
+            self.epoch = self.known_epoch = epoch
             log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
         return self.is_active
 
     def _check_active(self) -> int:
+        """The controller epoch to stamp on writes: ours when active, else the last seen
+        (topic admin from any broker goes straight to the store; see the module doc)."""
+        return self.epoch if self.epoch is not None else self.known_epoch
+
+    # --- failover ---------------------------------------------------------------------
+
+    def on_event(self, event: MetadataEvent) -> None:
+        """Store listener (event loop): schedule the reaction, never block."""
+        if self._stopped:
+            return
+        if event.kind is EventKind.CONTROLLER_CHANGED:
+            holder = event.extra.get("controller_id")
+            epoch = event.extra.get("epoch")
+            if isinstance(epoch, int):
+                self.known_epoch = max(self.known_epoch, epoch)
+            if holder is None:
+                self._spawn(self._run_for_controller())
+            elif holder != self.broker_id and self.epoch is not None:
+                log.info("broker %d resigns as controller: broker %s holds the role",
+                         self.broker_id, holder)
+                self.epoch = None
+        elif event.kind is EventKind.BROKERS_CHANGED:
+            if event.extra.get("registered"):
+                self.shutting_down.discard(event.extra.get("broker_id"))  # type: ignore[arg-type]
+            if self.is_active:
+                self.schedule_reconcile()
+
+    async def controlled_shutdown(self, broker_id: int) -> int:
+        """Move leadership away from ``broker_id`` and drop it from the ISRs (where another
+        replica can take over); returns how many partitions it still leads."""
+        self.shutting_down.add(broker_id)
+        async with self._work:
+            await self.reconcile()
+        remaining = 0
+        for name in await self.store.topic_names():
+            states = await self.store.get_partition_states(name)
+            remaining += sum(1 for st in states.values() if st.leader == broker_id)
+        return remaining
+
+    def schedule_reconcile(self) -> None:
+        self._spawn(self._reconcile_coalesced())
+
+    def _spawn(self, coro: object) -> None:
+        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def stop(self) -> None:
+        """No more reactions to events (the broker is going away)."""
+        self._stopped = True
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            try:
+                await t
+            except BaseException:  # noqa: BLE001  (cancelled or failed: stopping anyway)
+                pass
+
+    async def _run_for_controller(self) -> None:
+        try:
+            if await self.maybe_elect():
+                await self._reconcile_coalesced()
+        except FranzError as exc:
+            log.warning("broker %d: running for controller failed: %s", self.broker_id, exc)
+
+    async def _reconcile_coalesced(self) -> None:
+        """Many events in a row cause one or two passes, never overlapping ones."""
+        if self._pending:
+            return
+        self._pending = True
+        async with self._work:
+            self._pending = False
+            for attempt in range(3):
+                try:
+                    await self.reconcile()
+                    return
+                except FranzError as exc:
+                    log.warning("controller: reconcile failed (%s); attempt %d", exc, attempt + 1)
+                    await asyncio.sleep(0.5)
+
+    async def reconcile(self, *, shutting_down: Collection[int] = ()) -> int:
+        """Re-decide leader and ISR of every partition for the live brokers; returns the
+        number of partitions changed. Active controller only."""
         if self.epoch is None:
-            raise NotControllerError(f"broker {self.broker_id} is not the controller")
-        return self.epoch
+            return 0
+        live = set(await self._live_broker_ids())
+        down = set(shutting_down) | self.shutting_down
+        changed = 0
+        for name in await self.store.topic_names():
+            assignment = await self.store.get_topic(name)
+            if assignment is None:
+                continue
+            configs = await self.store.get_topic_configs(name)
+            raw = configs.get("unclean.leader.election.enable")
+            unclean = self.unclean_default if raw is None else raw.strip().lower() == "true"
+            states = await self.store.get_partition_states(name)
+            for p, replicas in sorted(assignment.partitions.items()):
+                state = states.get(p)
+                if state is not None and await self._elect_one(name, p, state, replicas, live,
+                                                               down, unclean):
+                    changed += 1
+        return changed
+
+    async def _elect_one(self, topic: str, partition: int, state: PartitionState,
+                         replicas: tuple[int, ...], live: set[int], down: set[int],
+                         unclean: bool) -> bool:
+        for _ in range(3):
+            if self.epoch is None:
+                return False
+            new = elect_on_broker_change(state, replicas, live, unclean=unclean,
+                                         controller_epoch=self.epoch, shutting_down=down)
+            if new is None or (new.leader < 0 and state.leader in down and state.leader in live):
+                return False  # no other replica can take over from a broker shutting down
+            try:
+                await self.store.update_partition_state(topic, partition, new,
+                                                        expected_version=state.version)
+            except BadVersionError:  # the leader changed the ISR meanwhile: re-read
+                fresh = (await self.store.get_partition_states(topic)).get(partition)
+                if fresh is None:
+                    return False
+                state = fresh
+                continue
+            log.info("controller: %s-%d (leader, epoch, isr) (%d, %d, %s) -> (%d, %d, %s)",
+                     topic, partition, state.leader, state.leader_epoch, state.isr,
+                     new.leader, new.leader_epoch, new.isr)
+            return True
+        return False
 
     async def _live_broker_ids(self) -> list[int]:
         return sorted(r.broker_id for r in await self.store.live_brokers())

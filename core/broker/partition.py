@@ -19,9 +19,12 @@ from dataclasses import dataclass
 
 from core.broker.delayed import WaitSet
 from core.broker.errors import (
+    FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
 )
+from core.broker.leader_election import can_join_isr, is_out_of_sync, next_last_caught_up_ms
 from core.broker.types import PartitionOffsets, TopicPartition
 from core.clock import Clock
 from core.storage.config import LogConfig
@@ -60,6 +63,9 @@ class Partition:
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
         self.followers: dict[int, FollowerState] = {}
+        self.controller_epoch = 0
+        self.partition_version = 0  # zkVersion of the state this replica last applied
+        self.isr_change_in_flight = False
         self.high_watermark = min(max(high_watermark, plog.log_start_offset), plog.log_end_offset)
         self.data_waiters = WaitSet()  # woken when the HW moves (new data for consumers)
         self.leo_waiters = WaitSet()  # woken on every append (followers read up to LEO)
@@ -75,10 +81,20 @@ class Partition:
         return self.log.config
 
     def make_leader(self, *, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...]) -> bool:
-        """Become leader for ``leader_epoch``; False if the epoch is not newer."""
+        """Become leader for ``leader_epoch``; False if the epoch is not newer. The same
+        epoch again (an ISR change, or a re-read of the metadata) only updates the ISR and
+        replica set and keeps what is known about the followers."""
         if leader_epoch < self.leader_epoch:
             return False
         now = self._clock.now_ms()
+        if self.is_leader and leader_epoch == self.leader_epoch:
+            if isr != self.isr:
+                log.info("%s-%d: ISR %s -> %s (epoch %d)", *self.tp, self.isr, isr, leader_epoch)
+            self.replicas, self.isr = replicas, isr
+            self.followers = {r: self.followers.get(r) or FollowerState()
+                              for r in replicas if r != self.broker_id}
+            self.maybe_increment_high_watermark()
+            return True
         was = (self.leader_id, self.leader_epoch, self.isr)
         self.leader_id, self.leader_epoch = self.broker_id, leader_epoch
         self.replicas, self.isr = replicas, isr
@@ -97,11 +113,88 @@ class Partition:
                       replicas: tuple[int, ...]) -> bool:
         if leader_epoch < self.leader_epoch:
             return False
+        if (leader, leader_epoch) != (self.leader_id, self.leader_epoch):
+            log.info("%s-%d: follower of %d now (epoch %d -> %d)", *self.tp, leader,
+                     self.leader_epoch, leader_epoch)
         self.leader_id, self.leader_epoch = leader, leader_epoch
         self.replicas, self.isr = replicas, isr
         self.followers = {}
         self.data_waiters.notify()
+        self.leo_waiters.notify()
         return True
+
+    # --- the leader's view of its followers (kafka-internals 2.1, 2.3) -------------------
+
+    def check_fetch_epoch(self, leader_epoch: int) -> int:
+        """0, or the Kafka error code for a follower fetch carrying ``leader_epoch``."""
+        if not self.is_leader:
+            return NotLeaderOrFollowerError.error_code
+        if leader_epoch < self.leader_epoch:
+            return FencedLeaderEpochError.error_code
+        if leader_epoch > self.leader_epoch:
+            return UnknownLeaderEpochError.error_code
+        return 0
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        """(epoch, end offset) when the follower's log diverged from ours (KIP-320 fetch)."""
+        if last_fetched_epoch < 0 or fetch_offset == 0:
+            return None
+        epoch, end = self.log.leader_epoch_cache.end_offset_for(last_fetched_epoch,
+                                                                self.log.log_end_offset)
+        if end < fetch_offset or epoch < last_fetched_epoch:
+            return epoch, end
+        return None
+
+    def update_follower(self, replica_id: int, fetch_offset: int) -> None:
+        """A fetch from ``replica_id`` at ``fetch_offset`` proves it holds everything below."""
+        st = self.followers.get(replica_id)
+        if st is None:
+            return
+        now, leo = self._clock.now_ms(), self.log.log_end_offset
+        st.last_caught_up_ms = next_last_caught_up_ms(
+            fetch_offset=fetch_offset, leader_leo=leo, prev_fetch_leader_leo=st.last_fetch_leader_leo,
+            now_ms=now, prev_fetch_ms=st.last_fetch_ms, last_caught_up_ms=st.last_caught_up_ms)
+        st.log_end_offset = fetch_offset
+        st.last_fetch_leader_leo, st.last_fetch_ms = leo, now
+        if replica_id in self.isr:
+            self.maybe_increment_high_watermark()
+
+    def isr_candidate(self, replica_id: int, *, alive: bool) -> bool:
+        """Whether ``replica_id`` (not in the ISR) may join it now."""
+        st = self.followers.get(replica_id)
+        if st is None or replica_id in self.isr or not self.is_leader:
+            return False
+        entries = self.log.leader_epoch_cache.entries
+        epoch_start = next((o for e, o in reversed(entries) if e == self.leader_epoch), 0)
+        return can_join_isr(follower_leo=st.log_end_offset, high_watermark=self.high_watermark,
+                            leader_epoch_start=epoch_start, alive=alive)
+
+    def out_of_sync_replicas(self, max_lag_ms: int) -> tuple[int, ...]:
+        if not self.is_leader:
+            return ()
+        now, leo = self._clock.now_ms(), self.log.log_end_offset
+        return tuple(r for r in self.isr if r != self.broker_id and r in self.followers and
+                     is_out_of_sync(follower_leo=self.followers[r].log_end_offset, leader_leo=leo,
+                                    last_caught_up_ms=self.followers[r].last_caught_up_ms,
+                                    now_ms=now, max_lag_ms=max_lag_ms))
+
+    # --- follower path ----------------------------------------------------------------
+
+    def append_as_follower(self, data: bytes, *, leader_hw: int, leader_log_start: int) -> None:
+        """Append fetched batches as they are; HW = min(leader HW, own LEO)."""
+        if data:
+            self.log.append_as_follower(data)
+            self.leo_waiters.notify()
+        self.follow_leader_offsets(leader_hw=leader_hw, leader_log_start=leader_log_start)
+
+    def follow_leader_offsets(self, *, leader_hw: int, leader_log_start: int) -> None:
+        leo = self.log.log_end_offset
+        if 0 <= leader_log_start <= leo:
+            self.log.maybe_increment_log_start_offset(leader_log_start)
+        new_hw = min(leader_hw, leo)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            self.data_waiters.notify()
 
     # --- leader path ------------------------------------------------------------------
 

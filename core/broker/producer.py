@@ -48,7 +48,7 @@ def choose_partitions(
     count = len(cols)
     own = repeat(None, count) if cols.partitions is None else cols.partitions
     keys = repeat(None, count) if cols.keys is None else cols.keys
-    for i, (p, key) in enumerate(zip(own, keys)):
+    for i, (p, key) in enumerate(zip(own, keys, strict=True)):
         if p is None:
             p = default_partition
         if p is None:
@@ -111,10 +111,7 @@ async def produce_to_topic(
                            limit=limit, acks=acks, timeout_ms=timeout_ms, now_ms=now_ms)
         for p, idxs in by_partition.items()
     ]
-    if len(jobs) == 1:
-        parts = [await jobs[0]]
-    else:
-        parts = list(await asyncio.gather(*jobs))
+    parts = [await jobs[0]] if len(jobs) == 1 else list(await asyncio.gather(*jobs))
     total = len(cols)
     if len(parts) == 1:
         only = parts[0]
@@ -182,7 +179,7 @@ def _split(idxs: Sequence[int], sizes: list[int], limit: int, result: _Partition
     batches: list[list[int]] = []
     current: list[int] = []
     size = HEADER_SIZE
-    for i, est in zip(idxs, sizes):
+    for i, est in zip(idxs, sizes, strict=True):
         if HEADER_SIZE + est > limit:
             result.errors[i] = MessageTooLargeError(
                 f"The record is about {HEADER_SIZE + est} bytes, larger than the topic's "
@@ -216,15 +213,16 @@ async def _produce_partition(
         data = build_batch_from_columns(values, keys, None, now_ms if stamps is None else [
             now_ms if t is None else t for t in stamps])
     else:
-        batches = _split(idxs, _estimated_sizes(cols, idxs), limit, result)
+        batches = list(_split(idxs, _estimated_sizes(cols, idxs), limit, result))
         if not batches:
             return result
         data = bytearray()
-        v, k, h, t = cols.values, cols.keys, cols.headers, cols.timestamps
+        v, k, h = cols.values, cols.keys, cols.headers
+        ts = _timestamps(cols, now_ms)
         for batch in batches:
             data += build_batch_from_tuples(
-                (None if k is None else k[i], v[i], [] if h is None else h[i],
-                 now_ms if t is None or t[i] is None else t[i]) for i in batch)
+                (None if k is None else k[i], v[i], [] if h is None else h[i], ts(i))
+                for i in batch)
     order: Sequence[int] = batches[0] if len(batches) == 1 else [i for b in batches for i in b]
     try:
         info = await append(tp, data, acks, timeout_ms)
@@ -239,6 +237,16 @@ async def _produce_partition(
     elif cols.timestamps is None:
         result.timestamps = now_ms
     else:
-        t = cols.timestamps
-        result.timestamps = [now_ms if t[i] is None else t[i] for i in order]
+        result.timestamps = list(map(_timestamps(cols, now_ms), order))
     return result
+
+
+def _timestamps(cols: ProduceColumns, now_ms: int) -> Callable[[int], int]:
+    """index -> the record's timestamp (its own, else ``now_ms``)."""
+    stamps = cols.timestamps
+
+    def timestamp(i: int) -> int:
+        t = None if stamps is None else stamps[i]
+        return now_ms if t is None else t
+
+    return timestamp

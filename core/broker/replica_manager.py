@@ -10,23 +10,38 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from typing import Protocol
 
 from core.broker.delayed import wait_any
 from core.broker.errors import (
+    BrokerNotAvailableError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
-from core.broker.metadata import PartitionState
+from core.broker.internal_wire import ReplicaFetchRequest, ReplicaFetchResult
+from core.broker.metadata import BadVersionError, PartitionState
 from core.broker.partition import Partition
 from core.broker.types import TopicPartition
 from core.clock import Clock
+from core.errors import FranzError
 from core.storage.config import LogConfig
+from core.storage.errors import OffsetOutOfRangeError
 from core.storage.log import AppendInfo, FetchData
 from core.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+
+class IsrStore(Protocol):
+    """Where a leader persists ISR changes: a conditional write of the partition state."""
+
+    async def get_partition_states(self, topic: str) -> dict[int, PartitionState]: ...
+    async def update_partition_state(
+        self, topic: str, partition: int, state: PartitionState, *, expected_version: int
+    ) -> PartitionState: ...
 
 
 class ReplicaManager:
@@ -39,6 +54,12 @@ class ReplicaManager:
         self._clock = clock
         self.partitions: dict[TopicPartition, Partition] = {}
         self._checkpointed_hw = dict(high_watermarks or {})
+        # Cluster wiring, set by the broker: who to tell about role changes (the replica
+        # fetchers), where ISR changes are written, and which brokers are alive.
+        self.role_listeners: list[Callable[[Partition], None]] = []
+        self.isr_store: IsrStore | None = None
+        self.is_alive: Callable[[int], bool] = lambda _broker_id: True
+        self._isr_tasks: set[asyncio.Task[None]] = set()
 
     # --- hosting ------------------------------------------------------------------------
 
@@ -67,11 +88,17 @@ class ReplicaManager:
             hw = self._checkpointed_hw.get((tp.topic, tp.partition), 0)
             p = Partition(tp, plog, broker_id=self.broker_id, clock=self._clock, high_watermark=hw)
             self.partitions[tp] = p
+        if state.leader_epoch == p.leader_epoch and state.version < p.partition_version:
+            return p  # an older read of the state than the one applied (our own ISR write)
         if state.leader == self.broker_id:
-            p.make_leader(leader_epoch=state.leader_epoch, isr=state.isr, replicas=replicas)
+            applied = p.make_leader(leader_epoch=state.leader_epoch, isr=state.isr, replicas=replicas)
         else:
-            p.make_follower(leader=state.leader, leader_epoch=state.leader_epoch,
-                            isr=state.isr, replicas=replicas)
+            applied = p.make_follower(leader=state.leader, leader_epoch=state.leader_epoch,
+                                      isr=state.isr, replicas=replicas)
+        if applied and state.version >= p.partition_version:
+            p.partition_version, p.controller_epoch = state.version, state.controller_epoch
+        for listener in self.role_listeners:
+            listener(p)
         return p
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -82,7 +109,11 @@ class ReplicaManager:
     def stop_replica(self, tp: TopicPartition, *, delete: bool) -> None:
         p = self.partitions.pop(tp, None)
         if p is not None:
+            p.leader_id = -1
             p.data_waiters.notify()
+            p.leo_waiters.notify()
+            for listener in self.role_listeners:
+                listener(p)
         if delete and self.log_manager.get_log(tp.topic, tp.partition) is not None:
             self.log_manager.delete_log(tp.topic, tp.partition)
 
@@ -151,3 +182,115 @@ class ReplicaManager:
             data = p.read(offset, max_bytes, up_to_hw=up_to_hw)
             if data.data:
                 return data, p
+
+    # --- replication: the leader side ---------------------------------------------------
+
+    async def replica_fetch(self, req: ReplicaFetchRequest) -> list[ReplicaFetchResult]:
+        """One follower fetch over many partitions: answer at once when any partition has
+        data or an error, else wait (woken by appends) up to ``max_wait_ms``."""
+        results = self._replica_read(req)
+        if req.max_wait_ms <= 0 or any(r.records or r.error_code or r.diverging_epoch
+                                       for r in results):
+            return results
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req.max_wait_ms / 1000
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return results
+            parts = [self.partitions.get(TopicPartition(q.topic, q.partition)) for q in req.partitions]
+            futs = [(p, p.leo_waiters.new_waiter()) for p in parts if p is not None]
+            try:
+                await wait_any([f for _, f in futs], remaining)
+            finally:
+                for p, f in futs:
+                    p.leo_waiters.discard(f)
+            results = self._replica_read(req)
+            if any(r.records or r.error_code or r.diverging_epoch for r in results):
+                return results
+
+    def _replica_read(self, req: ReplicaFetchRequest) -> list[ReplicaFetchResult]:
+        budget = req.max_bytes
+        out = []
+        for q in req.partitions:
+            r = self._replica_read_one(req.replica_id, q.topic, q.partition, q.fetch_offset,
+                                       q.leader_epoch, q.last_fetched_epoch, min(q.max_bytes, budget))
+            budget = max(1, budget - len(r.records))
+            out.append(r)
+        return out
+
+    def _replica_read_one(self, replica_id: int, topic: str, partition: int, fetch_offset: int,
+                          leader_epoch: int, last_fetched_epoch: int, max_bytes: int) -> ReplicaFetchResult:
+        p = self.partitions.get(TopicPartition(topic, partition))
+        if p is None:
+            return ReplicaFetchResult(topic, partition, UnknownTopicOrPartitionError.error_code)
+        lso, leo = p.log.log_start_offset, p.log.log_end_offset
+        code = p.check_fetch_epoch(leader_epoch)
+        if code:
+            return ReplicaFetchResult(topic, partition, code, p.high_watermark, lso, leo)
+        diverging = p.diverging_epoch(fetch_offset, last_fetched_epoch)
+        if diverging is not None:
+            return ReplicaFetchResult(topic, partition, 0, p.high_watermark, lso, leo, diverging)
+        if fetch_offset > leo or fetch_offset < lso:
+            return ReplicaFetchResult(topic, partition, OffsetOutOfRangeError.error_code,
+                                      p.high_watermark, lso, leo)
+        p.update_follower(replica_id, fetch_offset)
+        self._maybe_expand_isr(p, replica_id)
+        data = p.read(fetch_offset, max_bytes, up_to_hw=False)
+        return ReplicaFetchResult(topic, partition, 0, p.high_watermark, lso, leo,
+                                  None, bytes(data.data))
+
+    def _maybe_expand_isr(self, p: Partition, replica_id: int) -> None:
+        if p.isr_change_in_flight or not p.isr_candidate(replica_id, alive=self.is_alive(replica_id)):
+            return
+        new_isr = tuple(r for r in p.replicas if r in p.isr or r == replica_id)
+        self._spawn_isr_change(p, new_isr, "expand")
+
+    def maybe_shrink_isrs(self, max_lag_ms: int) -> None:
+        """Drop followers that have not caught up within ``max_lag_ms`` (leader side)."""
+        for p in list(self.partitions.values()):
+            if p.isr_change_in_flight:
+                continue
+            out = p.out_of_sync_replicas(max_lag_ms)
+            if out:
+                new_isr = tuple(r for r in p.isr if r not in out)
+                self._spawn_isr_change(p, new_isr, "shrink")
+
+    def _spawn_isr_change(self, p: Partition, new_isr: tuple[int, ...], why: str) -> None:
+        if self.isr_store is None:
+            return
+        p.isr_change_in_flight = True
+        task = asyncio.get_running_loop().create_task(self._alter_isr(p, new_isr, why))
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+
+    async def _alter_isr(self, p: Partition, new_isr: tuple[int, ...], why: str) -> None:
+        """Write (leader, epoch unchanged, new ISR) at the zkVersion we know; on a lost
+        race re-read: still leader in the same epoch -> retry once with the new version,
+        else leave it to the metadata event that follows."""
+        store = self.isr_store
+        assert store is not None
+        try:
+            for _ in range(2):
+                if not p.is_leader or self.partitions.get(p.tp) is not p:
+                    return
+                state = PartitionState(leader=self.broker_id, leader_epoch=p.leader_epoch,
+                                       isr=new_isr, controller_epoch=p.controller_epoch)
+                try:
+                    stored = await store.update_partition_state(
+                        p.tp.topic, p.tp.partition, state, expected_version=p.partition_version)
+                except BadVersionError:
+                    current = (await store.get_partition_states(p.tp.topic)).get(p.tp.partition)
+                    if current is None or current.leader != self.broker_id or \
+                            current.leader_epoch != p.leader_epoch:
+                        return
+                    p.partition_version, p.controller_epoch = current.version, current.controller_epoch
+                    continue
+                log.info("%s-%d: ISR %s: %s -> %s", *p.tp, why, p.isr, new_isr)
+                p.partition_version = max(p.partition_version, stored.version)
+                p.make_leader(leader_epoch=p.leader_epoch, isr=new_isr, replicas=p.replicas)
+                return
+        except (FranzError, BrokerNotAvailableError) as exc:
+            log.warning("%s-%d: ISR %s to %s failed: %s", *p.tp, why, new_isr, exc)
+        finally:
+            p.isr_change_in_flight = False

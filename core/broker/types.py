@@ -89,7 +89,7 @@ class _Columns:
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (_Columns, list, tuple)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
@@ -179,7 +179,7 @@ class ProduceResults(_Columns, Sequence[RecordResult]):
 
     def __init__(
         self,
-        partitions: int | Sequence[int | None],
+        partitions: int | Sequence[int | None] | None,
         offsets: Sequence[int | None],
         timestamps: int | Sequence[int | None] | None,
         errors: dict[int, FranzError] | None = None,

@@ -1,0 +1,113 @@
+"""Internal (broker-to-broker) routes; mounted under ``/internal/v1`` with
+``include_in_schema=False``.
+
+Every route serves from this broker's own replicas and never forwards again, so a stale
+route cannot bounce a request between brokers. Domain errors answer HTTP 409 with
+``{"kafka_error_code": N, "message": ...}`` (Kafka's wire code, not Confluent's), which
+``core.broker.cluster_client`` turns back into the same domain error.
+"""
+
+from __future__ import annotations
+
+import orjson
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from api.deps import broker_of
+from core.broker.cluster_client import encode_fetch
+from core.broker.internal_wire import decode_request, encode_response
+from core.broker.types import TopicPartition
+from core.errors import FranzError
+
+router = APIRouter(prefix="/internal/v1", include_in_schema=False)
+
+OCTET = "application/octet-stream"
+
+
+def _error(exc: FranzError) -> Response:
+    return Response(orjson.dumps({"kafka_error_code": exc.error_code, "message": exc.message}),
+                    status_code=409, media_type="application/json")
+
+
+@router.post("/replica/fetch")
+async def replica_fetch(request: Request) -> Response:
+    broker = broker_of(request)
+    try:
+        req = decode_request(await request.body())
+    except ValueError as exc:
+        return Response(orjson.dumps({"kafka_error_code": 42, "message": str(exc)}),
+                        status_code=400, media_type="application/json")
+    results = await broker._rm.replica_fetch(req)
+    return Response(encode_response(results), media_type=OCTET)
+
+
+@router.post("/append")
+async def append(request: Request, topic: str, partition: int, acks: int = 1,
+                 timeout_ms: int = Query(30000, ge=0)) -> Response:
+    broker = broker_of(request)
+    data = bytearray(await request.body())
+    try:
+        info = await broker._rm.append(TopicPartition(topic, partition), data, acks=acks,
+                                       timeout_ms=timeout_ms)
+    except FranzError as exc:
+        return _error(exc)
+    return Response(orjson.dumps({
+        "first_offset": info.first_offset, "last_offset": info.last_offset,
+        "max_timestamp": info.max_timestamp, "log_append_time": info.log_append_time,
+        "num_records": info.num_records, "size": info.size,
+        "log_start_offset": info.log_start_offset}), media_type="application/json")
+
+
+@router.get("/fetch")
+async def fetch(request: Request, topic: str, partition: int, offset: int,
+                max_bytes: int = Query(1048576, ge=1), max_wait_ms: int = Query(0, ge=0)) -> Response:
+    broker = broker_of(request)
+    try:
+        data, p = await broker._rm.fetch(TopicPartition(topic, partition), offset,
+                                         max_bytes=max_bytes, max_wait_ms=max_wait_ms)
+    except FranzError as exc:
+        return _error(exc)
+    return Response(encode_fetch(data, p.offsets()), media_type=OCTET)
+
+
+@router.get("/offsets")
+async def offsets(request: Request, topic: str, partition: int) -> Response:
+    broker = broker_of(request)
+    try:
+        offs = broker._rm.leader_partition(TopicPartition(topic, partition)).offsets()
+    except FranzError as exc:
+        return _error(exc)
+    return Response(orjson.dumps({"log_start_offset": offs.log_start_offset,
+                                  "high_watermark": offs.high_watermark,
+                                  "log_end_offset": offs.log_end_offset}),
+                    media_type="application/json")
+
+
+@router.get("/replicas")
+async def replicas(request: Request) -> Response:
+    """This broker's replicas with role, epoch, ISR, HW and LEO (for tests and operators)."""
+    broker = broker_of(request)
+    out = [{"topic": tp.topic, "partition": tp.partition, "leader": p.leader_id,
+            "leader_epoch": p.leader_epoch, "isr": list(p.isr),
+            "high_watermark": p.high_watermark, "log_start_offset": p.log.log_start_offset,
+            "log_end_offset": p.log.log_end_offset}
+           for tp, p in sorted(broker._rm.partitions.items())]
+    return Response(orjson.dumps(out), media_type="application/json")
+
+
+@router.post("/controlled_shutdown")
+async def controlled_shutdown(request: Request, broker_id: int) -> Response:
+    broker = broker_of(request)
+    if not broker.controller.is_active:
+        return _error(_not_controller(broker.broker_id))
+    try:
+        remaining = await broker.controller.controlled_shutdown(broker_id)
+    except FranzError as exc:
+        return _error(exc)
+    return Response(orjson.dumps({"remaining": remaining}), media_type="application/json")
+
+
+def _not_controller(broker_id: int) -> FranzError:
+    from core.broker.errors import NotControllerError  # noqa: PLC0415
+
+    return NotControllerError(f"broker {broker_id} is not the controller")
