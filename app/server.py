@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
+from collections.abc import Iterator
 
 import uvicorn
 
@@ -12,6 +15,24 @@ from app.assembly import build_broker
 from core.broker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its habit of re-raising SIGTERM/SIGINT once it has shut
+    down: that would kill the process before the broker's own orderly stop (flush,
+    checkpoints, clean-shutdown marker) runs."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGINT, signal.SIGTERM)
+        for sig in signals:
+            loop.add_signal_handler(sig, self.handle_exit, sig, None)
+        try:
+            yield
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
 
 
 async def serve(config: BrokerConfig) -> None:
@@ -23,7 +44,7 @@ async def serve(config: BrokerConfig) -> None:
             app, host=config["host"], port=config["port"], log_level="warning",
             access_log=False, http="httptools", lifespan="off", timeout_graceful_shutdown=5,
         )
-        server = uvicorn.Server(uv_config)
+        server = _Server(uv_config)
         log.info("franz broker %d listening on http://%s:%d", config.broker_id, config["host"],
                  config["port"])
         await server.serve()
