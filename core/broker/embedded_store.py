@@ -30,11 +30,9 @@ Lifecycle: ``start()`` (migrates the schema, opens the engine), calls, ``close()
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import logging
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,24 +43,28 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 import migrations
-from core.broker.errors import (
-    InvalidPartitionsError,
-    InvalidReplicaAssignmentError,
-    TopicAlreadyExistsError,
-    UnknownPartitionError,
-    UnknownTopicError,
-)
+from core.broker.errors import TopicAlreadyExistsError, UnknownPartitionError, UnknownTopicError
 from core.broker.metadata import (
     BadVersionError,
     BrokerRegistration,
-    EventKind,
     Listener,
     MetadataEvent,
+    MetadataStoreError,
     PartitionState,
     TopicAssignment,
 )
+from core.broker.metadata_events import (
+    Listeners,
+    brokers_event,
+    config_changed_event,
+    controller_event,
+    state_event,
+    topic_changed_event,
+    topic_created_event,
+    topic_deleted_event,
+)
+from core.broker.metadata_rules import check_states_within, new_cluster_id, partitions_to_add
 from core.clock import Clock
-from core.errors import FranzError
 from core.storage.blocking import run_blocking
 
 log = logging.getLogger(__name__)
@@ -120,21 +122,6 @@ TOPIC_CONFIGS = sa.Table(
 _BEGIN_OPTION = "franz_sqlite_begin"  # execution option: "IMMEDIATE" on the write engine
 
 
-class MetadataStoreError(FranzError):
-    """The metadata database failed (locked past the busy timeout, I/O error, bad schema)."""
-
-    retriable = True
-
-
-def new_cluster_id() -> str:
-    """A random UUID as 22 characters of URL-safe base64, never starting with '-'
-    (Kafka's ``Uuid.randomUuid`` rule, so the id is never mistaken for a CLI flag)."""
-    while True:
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        if not cid.startswith("-"):
-            return cid
-
-
 class EmbeddedMetadataStore:
     """``MetadataStore`` over SQLAlchemy Core on a SQLite file (``<data dir>/metadata.db``).
 
@@ -150,7 +137,7 @@ class EmbeddedMetadataStore:
         self._clock = clock
         self._engine: Engine | None = None
         self._writer: Engine | None = None
-        self._listeners: list[Listener] = []
+        self._listeners = Listeners(log)
         self._cluster_id: str | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -171,7 +158,7 @@ class EmbeddedMetadataStore:
             await run_blocking(engine.dispose)
 
     def subscribe(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+        self._listeners.add(listener)
 
     def unsubscribe(self, listener: Listener) -> None:
         self._listeners.remove(listener)
@@ -185,19 +172,17 @@ class EmbeddedMetadataStore:
 
     async def register_broker(self, reg: BrokerRegistration) -> BrokerRegistration:
         stored, released = await self._run(self._register_broker, reg)
-        self._emit(MetadataEvent(EventKind.BROKERS_CHANGED,
-                                 extra={"broker_id": reg.broker_id, "registered": True}))
+        self._emit(brokers_event(reg.broker_id, registered=True))
         if released is not None:
-            self._emit(_controller_event(None, released))
+            self._emit(controller_event(None, released))
         return stored
 
     async def unregister_broker(self, broker_id: int) -> None:
         removed, released = await self._run(self._unregister_broker, broker_id)
         if removed:
-            self._emit(MetadataEvent(EventKind.BROKERS_CHANGED,
-                                     extra={"broker_id": broker_id, "registered": False}))
+            self._emit(brokers_event(broker_id, registered=False))
         if released is not None:
-            self._emit(_controller_event(None, released))
+            self._emit(controller_event(None, released))
 
     async def live_brokers(self) -> list[BrokerRegistration]:
         return await self._run(self._live_brokers)
@@ -210,7 +195,7 @@ class EmbeddedMetadataStore:
         epoch = await self._run(self._try_elect, broker_id)
         if epoch is not None:
             log.info("broker %d elected controller (epoch %d)", broker_id, epoch)
-            self._emit(_controller_event(broker_id, epoch))
+            self._emit(controller_event(broker_id, epoch))
         return epoch
 
     async def controller_id(self) -> int | None:
@@ -222,10 +207,9 @@ class EmbeddedMetadataStore:
         self, assignment: TopicAssignment, configs: Mapping[str, str],
         states: Mapping[int, PartitionState],
     ) -> None:
-        _check_states_within(states, assignment.partitions, what="create_topic")
+        check_states_within(states, assignment.partitions, what="create_topic")
         await self._run(self._create_topic, assignment, dict(configs), dict(states))
-        self._emit(MetadataEvent(EventKind.TOPIC_CREATED, assignment.name,
-                                 extra={"partitions": len(assignment.partitions)}))
+        self._emit(topic_created_event(assignment.name, len(assignment.partitions)))
 
     async def topic_names(self) -> list[str]:
         return await self._run(self._topic_names)
@@ -240,19 +224,18 @@ class EmbeddedMetadataStore:
         states. Existing partitions must appear unchanged; adding nothing is a no-op."""
         added = await self._run(self._add_partitions, assignment, dict(states))
         if added:
-            self._emit(MetadataEvent(EventKind.TOPIC_CHANGED, assignment.name,
-                                     extra={"added_partitions": added}))
+            self._emit(topic_changed_event(assignment.name, added))
 
     async def delete_topic(self, name: str) -> None:
         await self._run(self._delete_topic, name)
-        self._emit(MetadataEvent(EventKind.TOPIC_DELETED, name))
+        self._emit(topic_deleted_event(name))
 
     async def get_topic_configs(self, name: str) -> dict[str, str]:
         return await self._run(self._get_topic_configs, name)
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         await self._run(self._set_topic_configs, name, dict(configs))
-        self._emit(MetadataEvent(EventKind.CONFIG_CHANGED, name))
+        self._emit(config_changed_event(name))
 
     # --- partition state ---------------------------------------------------------------
 
@@ -264,10 +247,7 @@ class EmbeddedMetadataStore:
     ) -> PartitionState:
         stored = await self._run(self._update_partition_state, topic, partition, state,
                                  expected_version)
-        self._emit(MetadataEvent(
-            EventKind.PARTITION_STATE_CHANGED, topic, partition,
-            extra={"leader": stored.leader, "leader_epoch": stored.leader_epoch,
-                   "version": stored.version}))
+        self._emit(state_event(topic, partition, stored))
         return stored
 
     # --- plumbing ----------------------------------------------------------------------
@@ -281,11 +261,7 @@ class EmbeddedMetadataStore:
             raise MetadataStoreError(f"metadata store: {exc}") from exc
 
     def _emit(self, ev: MetadataEvent) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(ev)
-            except Exception:
-                log.exception("metadata listener %r failed on %s", listener, ev)
+        self._listeners.emit(ev)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -413,17 +389,8 @@ class EmbeddedMetadataStore:
         name = assignment.name
         with self._write() as conn:
             _require_topic(conn, name)
-            current = _replicas_of(conn, name)
-            missing = sorted(set(current) - set(assignment.partitions))
-            if missing:
-                raise InvalidPartitionsError(
-                    f"Topic '{name}': partitions cannot be removed (missing {missing})")
-            changed = sorted(p for p, r in current.items() if tuple(assignment.partitions[p]) != r)
-            if changed:
-                raise InvalidReplicaAssignmentError(
-                    f"Topic '{name}': replicas of existing partitions {changed} cannot change here")
-            added = {p: r for p, r in assignment.partitions.items() if p not in current}
-            _check_states_within(states, added, what="add_partitions")
+            added = partitions_to_add(name, _replicas_of(conn, name), assignment.partitions)
+            check_states_within(states, added, what="add_partitions")
             _insert_partitions(conn, name, added, states)
         return sorted(added)
 
@@ -509,11 +476,6 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
 
-def _controller_event(controller_id: int | None, epoch: int) -> MetadataEvent:
-    return MetadataEvent(EventKind.CONTROLLER_CHANGED,
-                         extra={"controller_id": controller_id, "epoch": epoch})
-
-
 def _release_controller(conn: Connection, broker_id: int) -> int | None:
     """Clear the controller row if ``broker_id`` holds it (its "session" ended); returns
     the controller epoch that was released, or None if the broker was not controller."""
@@ -538,14 +500,6 @@ def _replicas_of(conn: Connection, topic: str) -> dict[int, tuple[int, ...]]:
     rows = conn.execute(sa.select(tp.c.partition, tp.c.replicas)
                         .where(tp.c.topic == topic).order_by(tp.c.partition)).all()
     return {r.partition: tuple(json.loads(r.replicas)) for r in rows}
-
-
-def _check_states_within(
-    states: Mapping[int, PartitionState], partitions: Mapping[int, object], *, what: str
-) -> None:
-    stray = sorted(set(states) - set(partitions))
-    if stray:
-        raise ValueError(f"{what}: states for partitions {stray} not being created")
 
 
 def _state_columns(state: PartitionState) -> dict[str, object]:

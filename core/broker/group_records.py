@@ -27,6 +27,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 
+from core.broker import consumer_protocol
 from core.broker import offsets_codec as codec
 from core.broker.group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -105,8 +106,8 @@ def _member_metadata(m: Member) -> codec.MemberMetadata:
         client_host=m.client_host,
         rebalance_timeout=m.rebalance_timeout_ms,
         session_timeout=m.session_timeout_ms,
-        subscription=codec.encode_subscription(m.topics, user_data, owned=m.assignment),
-        assignment=codec.encode_assignment(m.assignment),
+        subscription=consumer_protocol.encode_subscription(m.topics, user_data, owned=m.assignment),
+        assignment=consumer_protocol.encode_assignment(m.assignment),
     )
 
 
@@ -193,8 +194,8 @@ def _group_from_metadata(
 
 
 def _member_from_metadata(meta: codec.MemberMetadata) -> Member:
-    subscription = codec.decode_subscription(meta.subscription)
-    assignment = codec.decode_assignment(meta.assignment) if meta.assignment else None
+    subscription = consumer_protocol.decode_subscription(meta.subscription)
+    assignment = consumer_protocol.decode_assignment(meta.assignment) if meta.assignment else None
     extra = _decode_user_data(subscription.user_data)
     return Member(
         member_id=meta.member_id,

@@ -25,6 +25,14 @@ class BadVersionError(FranzError):
     """A conditional update lost a race: the stored version is not the expected one."""
 
 
+class MetadataStoreError(FranzError):
+    """The metadata backend failed: the database (locked past the busy timeout, I/O error,
+    bad schema) or ZooKeeper (connection loss, session expiry, timeout, malformed znode).
+    Raised by both stores, so callers handle one class for both backends."""
+
+    retriable = True
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
     broker_id: int

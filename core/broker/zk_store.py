@@ -38,17 +38,14 @@ Writes, each one ZooKeeper multi-op unless said otherwise:
   left behind by a crash between the two steps is completed by the next
   ``delete_topic`` of that name; nothing watches ``/admin/delete_topics``.
 
-Events: the same kinds and ``extra`` as the embedded store. A write made through this
-store is announced on the event loop right after it committed, before the call returns.
-Changes made by others arrive through kazoo ``DataWatch``/``ChildrenWatch`` on
-``/brokers/ids``, ``/controller``, ``/brokers/topics``, each topic znode and partition
-state, and ``/config/changes``. Watch callbacks run on kazoo threads and only hand the
-changed key to the loop (``call_soon_threadsafe``); there one task re-reads the key and
-compares it with the store's view of the cluster, announcing what differs. Writes and
-re-reads take the same lock, and ZooKeeper answers one session in order, so a re-read
-never sees state older than a write it follows: no change is announced twice. As with
-any ZooKeeper watch, changes in quick succession may be seen as one (a re-read sees the
-latest state); listeners should re-read what an event names rather than replay events.
+Events: the same kinds and ``extra`` as the embedded store (``core.broker.metadata_events``).
+A write made through this store is announced on the event loop right after it committed,
+before the call returns. Changes made by others arrive through kazoo watches and are
+re-read and compared with the store's view of the cluster (``core.broker.zk_watches``).
+Writes and re-reads take the same lock, and ZooKeeper answers one session in order, so a
+re-read never sees state older than a write it follows: no change is announced twice. As
+with any ZooKeeper watch, changes in quick succession may be seen as one (a re-read sees
+the latest state); listeners should re-read what an event names rather than replay events.
 
 Sessions: on expiry (kazoo LOST) ZooKeeper has dropped the ephemeral nodes; when kazoo is
 connected on a new session, the brokers registered through this store are registered
@@ -57,13 +54,13 @@ the id meanwhile (a new incarnation of the broker): that is logged as an error a
 alone, so two processes never fight over an id. The controller role is not taken back:
 the broker must run for it again (``CONTROLLER_CHANGED`` tells it the role is free).
 
-Errors: kazoo exceptions are translated here. NoNode, NodeExists and BadVersion become
-``UnknownTopicError``/``UnknownPartitionError``, ``TopicAlreadyExistsError`` and
-``BadVersionError`` where they mean that; connection loss, session expiry, timeouts and
-anything unexpected become the embedded store's ``MetadataStoreError`` (retriable), so
-callers handle one class for both backends. Every ZooKeeper call this store makes is
-bounded by the session timeout and runs off the loop through
-``core.storage.blocking.run_blocking``; the watch recipes read on kazoo's own threads.
+Errors: NoNode, NodeExists and BadVersion become ``UnknownTopicError``/
+``UnknownPartitionError``, ``TopicAlreadyExistsError`` and ``BadVersionError`` here, where
+they mean that; connection loss, session expiry, timeouts and anything unexpected become
+``MetadataStoreError`` (retriable) in ``core.broker.zk_client``, so callers handle one
+class for both backends. Every ZooKeeper call this store makes is bounded by the session
+timeout and runs off the loop through ``zk_client.call``; the watch recipes read on
+kazoo's own threads.
 Lifecycle: ``start()``, calls from the event loop, ``close()`` (ends the session, so the
 ephemeral nodes go at once).
 """
@@ -72,133 +69,69 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from kazoo import exceptions as kz
-from kazoo.client import KazooClient, TransactionRequest
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, ZnodeStat
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from core.broker.embedded_store import MetadataStoreError, new_cluster_id
-from core.broker.errors import (
-    InvalidPartitionsError,
-    InvalidReplicaAssignmentError,
-    NotControllerError,
-    TopicAlreadyExistsError,
-    UnknownPartitionError,
-    UnknownTopicError,
-)
+from core.broker.errors import TopicAlreadyExistsError, UnknownPartitionError, UnknownTopicError
 from core.broker.metadata import (
     BadVersionError,
     BrokerRegistration,
-    EventKind,
     Listener,
     MetadataEvent,
+    MetadataStoreError,
     PartitionState,
     TopicAssignment,
 )
+from core.broker.metadata_events import (
+    Listeners,
+    brokers_event,
+    config_changed_event,
+    controller_event,
+    state_event,
+    topic_changed_event,
+    topic_created_event,
+    topic_deleted_event,
+)
+from core.broker.metadata_rules import check_states_within, new_cluster_id, partitions_to_add
+from core.broker.zk_client import (
+    Fence,
+    OpFailed,
+    Txn,
+    ZkClient,
+    call,
+    connect,
+    split_connect,
+    stop_client,
+)
 from core.broker.zk_paths import (
-    PERSISTENT_PATHS,
     TOPIC_CONFIG_ENTITY,
     BrokerIdsZNode,
     BrokerIdZNode,
     ClusterIdZNode,
     ConfigEntityChangeNotificationSequenceZNode,
-    ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicsTopicZNode,
-    MalformedZNodeError,
     TopicPartitionStateZNode,
     TopicPartitionsZNode,
     TopicPartitionZNode,
     TopicsZNode,
     TopicZNode,
 )
+from core.broker.zk_watches import REFRESH_RETRY_S, ZkClusterView
 from core.clock import Clock
 from core.storage.blocking import run_blocking
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_Key = tuple[Any, ...]  # what a watch reports changed: ("brokers",), ("state", topic, p), ...
 
 _RACE_RETRIES = 5  # re-reads after a lost optimistic race before giving up
-_REFRESH_RETRY_S = 1.0  # a re-read that failed (connection loss) is tried again after this
-
-
-class _OpFailed(Exception):
-    """One operation of a multi-op failed; ``path`` names its znode."""
-
-    def __init__(self, path: str, cause: Exception) -> None:
-        super().__init__(f"{path}: {type(cause).__name__}")
-        self.path = path
-        self.cause = cause
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Fence:
-    """The controller role this store won: its epoch and the zkVersion it set."""
-
-    broker_id: int
-    epoch: int
-    zk_version: int
-
-
-@dataclasses.dataclass(slots=True)
-class _TopicView:
-    topic_id: str
-    partitions: frozenset[int]
-    versions: dict[int, int]  # partition -> state zkVersion, for partitions with a state
-
-
-class _Txn:
-    """A kazoo multi-op that remembers each operation's path, led by the controller-epoch
-    check when a fence is given. ``commit`` returns the results of the caller's
-    operations, or raises ``NotControllerError`` (fence) or ``_OpFailed``."""
-
-    def __init__(self, zk: KazooClient, fence: _Fence | None, timeout_s: float) -> None:
-        self._t: TransactionRequest = zk.transaction()
-        self._paths: list[str] = []
-        self._fence = fence
-        self._timeout_s = timeout_s
-        if fence is not None:
-            self.check(ControllerEpochZNode.path, fence.zk_version)
-
-    def check(self, path: str, version: int) -> None:
-        self._t.check(path, version)
-        self._paths.append(path)
-
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
-               sequence: bool = False) -> None:
-        self._t.create(path, data, ephemeral=ephemeral, sequence=sequence)
-        self._paths.append(path)
-
-    def set_data(self, path: str, data: bytes, version: int = -1) -> None:
-        self._t.set_data(path, data, version)
-        self._paths.append(path)
-
-    def delete(self, path: str, version: int = -1) -> None:
-        self._t.delete(path, version)
-        self._paths.append(path)
-
-    def commit(self) -> list[Any]:
-        results = self._t.commit_async().get(timeout=self._timeout_s)
-        for i, (path, result) in enumerate(zip(self._paths, results, strict=True)):
-            if not isinstance(result, Exception) or isinstance(
-                    result, kz.RolledBackError | kz.RuntimeInconsistency):
-                continue  # succeeded, or not run because another op failed
-            if self._fence is not None and i == 0:
-                raise NotControllerError(
-                    f"controller epoch {self._fence.epoch} is no longer current: another "
-                    f"broker was elected controller, this write was fenced") from result
-            raise _OpFailed(path, result)
-        return list(results[1:] if self._fence is not None else results)
 
 
 class ZkMetadataStore:
@@ -211,26 +144,18 @@ class ZkMetadataStore:
     """
 
     def __init__(self, connect: str, *, clock: Clock, session_timeout_s: float = 18.0) -> None:
-        self._hosts, self._chroot = _split_connect(connect)
+        self._hosts, self._chroot = split_connect(connect)
         self._clock = clock
         self._timeout_s = session_timeout_s
-        self._zk: KazooClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._listeners: list[Listener] = []
+        self._zk: ZkClient | None = None
+        self._listeners = Listeners(log)
         self._cluster_id: str | None = None
-        self._fence: _Fence | None = None
+        self._fence: Fence | None = None
         self._registrations: dict[int, BrokerRegistration] = {}
         self._session_lost = False  # set on a kazoo thread, read there
-        # The store's view of the cluster, compared with re-reads to find what changed.
         self._lock = asyncio.Lock()  # one write or re-read at a time
-        self._brokers: dict[int, int] = {}  # broker id -> czxid
-        self._controller: int | None = None
-        self._topics: dict[str, _TopicView] = {}
-        self._config_changes: set[str] = set()  # notification names already handled
-        # Watches: a watch whose token is no longer here stops at its next callback.
-        self._armed: dict[_Key, object] = {}
-        self._dirty: dict[_Key, None] = {}  # keys to re-read, in arrival order
-        self._refresher: asyncio.Task[None] | None = None
+        # The store's view of the cluster, compared with re-reads to find what changed.
+        self._view = ZkClusterView(lock=self._lock, emit=self._emit)
         self._tasks: set[asyncio.Task[None]] = set()
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -238,31 +163,25 @@ class ZkMetadataStore:
     async def start(self) -> None:
         if self._zk is not None:
             raise RuntimeError("ZkMetadataStore already started")
-        self._loop = asyncio.get_running_loop()
-        try:
-            self._zk = await run_blocking(self._connect)
-        except (kz.KazooException, KazooTimeoutError) as exc:
-            raise MetadataStoreError(
-                f"metadata store: cannot connect to ZooKeeper at {self._hosts}: "
-                f"{type(exc).__name__} {exc}") from exc
+        loop = asyncio.get_running_loop()
+        zk = await connect(self._hosts, self._chroot, timeout_s=self._timeout_s,
+                           listener=self._on_session_state)
+        log.info("connected to ZooKeeper %s%s (session 0x%x)", self._hosts, self._chroot,
+                 zk.client_id[0])
+        self._zk = zk
+        self._view.attach(zk, loop)
         try:
             async with self._lock:
-                await self._load_view()
+                await self._view.load()
         except BaseException:
             await self.close()
             raise
-        self._arm([(("brokers",), BrokerIdsZNode.path, True),
-                   (("topics",), TopicsZNode.path, True),
-                   (("config_changes",), ConfigEntityChangeNotificationZNode.path, True),
-                   (("controller",), ControllerZNode.path, False),
-                   *(w for name, view in self._topics.items()
-                     for w in _topic_watches(name, view.partitions))])
+        self._view.arm_all()
 
     async def close(self) -> None:
         zk, self._zk = self._zk, None
-        self._armed.clear()
-        self._dirty.clear()
-        tasks = [*self._tasks, *([self._refresher] if self._refresher else [])]
+        refresher = self._view.detach()
+        tasks = [*self._tasks, *([refresher] if refresher else [])]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -271,10 +190,10 @@ class ZkMetadataStore:
             except asyncio.CancelledError:
                 pass
         if zk is not None:
-            await run_blocking(_stop_client, zk)
+            await run_blocking(stop_client, zk.kazoo)
 
     def subscribe(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+        self._listeners.add(listener)
 
     def unsubscribe(self, listener: Listener) -> None:
         self._listeners.remove(listener)
@@ -292,8 +211,8 @@ class ZkMetadataStore:
             stored, released = await self._call(self._register_broker, reg)
             assert stored is not None  # replace=True always registers
             self._registrations[reg.broker_id] = reg
-            self._brokers[reg.broker_id] = stored.epoch
-            self._emit(_brokers_event(reg.broker_id, registered=True))
+            self._view.broker_written(reg.broker_id, stored.epoch)
+            self._emit(brokers_event(reg.broker_id, registered=True))
             self._maybe_released(released)
         return stored
 
@@ -302,8 +221,8 @@ class ZkMetadataStore:
         async with self._lock:
             removed, released = await self._call(self._unregister_broker, broker_id)
             if removed:
-                self._brokers.pop(broker_id, None)
-                self._emit(_brokers_event(broker_id, registered=False))
+                self._view.broker_removed(broker_id)
+                self._emit(brokers_event(broker_id, registered=False))
             self._maybe_released(released)
 
     async def live_brokers(self) -> list[BrokerRegistration]:
@@ -318,8 +237,8 @@ class ZkMetadataStore:
             epoch = await self._call(self._try_elect, broker_id)
             if epoch is not None:
                 log.info("broker %d elected controller (epoch %d)", broker_id, epoch)
-                self._controller = broker_id
-                self._emit(_controller_event(broker_id, epoch))
+                self._view.controller_written(broker_id)
+                self._emit(controller_event(broker_id, epoch))
         return epoch
 
     async def controller_id(self) -> int | None:
@@ -331,16 +250,14 @@ class ZkMetadataStore:
         self, assignment: TopicAssignment, configs: Mapping[str, str],
         states: Mapping[int, PartitionState],
     ) -> None:
-        _check_states_within(states, assignment.partitions, what="create_topic")
+        check_states_within(states, assignment.partitions, what="create_topic")
         async with self._lock:
             await self._call(self._create_topic, assignment, dict(configs), dict(states))
-            self._track_topic(assignment.name, _TopicView(
-                assignment.topic_id, frozenset(assignment.partitions), dict.fromkeys(states, 0)))
-            self._emit(MetadataEvent(EventKind.TOPIC_CREATED, assignment.name,
-                                     extra={"partitions": len(assignment.partitions)}))
+            self._view.topic_written(assignment, states)
+            self._emit(topic_created_event(assignment.name, len(assignment.partitions)))
 
     async def topic_names(self) -> list[str]:
-        return sorted(await self._call(self._children, TopicsZNode.path))
+        return sorted(await self._call(self._client.children, TopicsZNode.path))
 
     async def get_topic(self, name: str) -> TopicAssignment | None:
         return await self._call(self._get_topic, name)
@@ -354,19 +271,14 @@ class ZkMetadataStore:
             added = await self._call(self._add_partitions, assignment, dict(states))
             if not added:
                 return
-            view = self._topics.get(assignment.name)
-            if view is not None:
-                view.partitions |= frozenset(added)
-                view.versions.update({p: 0 for p in added if p in states})
-                self._arm(_state_watches(assignment.name, added))
-            self._emit(MetadataEvent(EventKind.TOPIC_CHANGED, assignment.name,
-                                     extra={"added_partitions": added}))
+            self._view.partitions_written(assignment.name, added, states)
+            self._emit(topic_changed_event(assignment.name, added))
 
     async def delete_topic(self, name: str) -> None:
         async with self._lock:
             await self._call(self._delete_topic, name)
-            self._untrack_topic(name)
-            self._emit(MetadataEvent(EventKind.TOPIC_DELETED, name))
+            self._view.topic_removed(name)
+            self._emit(topic_deleted_event(name))
 
     async def get_topic_configs(self, name: str) -> dict[str, str]:
         return await self._call(self._get_topic_configs, name)
@@ -375,8 +287,8 @@ class ZkMetadataStore:
         """Replace the topic's overrides with ``configs`` and notify ``/config/changes``."""
         async with self._lock:
             notification = await self._call(self._set_topic_configs, name, dict(configs))
-            self._config_changes.add(notification)
-            self._emit(MetadataEvent(EventKind.CONFIG_CHANGED, name))
+            self._view.config_change_written(notification)
+            self._emit(config_changed_event(name))
 
     # --- partition state ---------------------------------------------------------------
 
@@ -391,16 +303,14 @@ class ZkMetadataStore:
         async with self._lock:
             stored = await self._call(self._update_partition_state, topic, partition, state,
                                       expected_version)
-            view = self._topics.get(topic)
-            if view is not None:
-                view.versions[partition] = stored.version
-            self._emit(_state_event(topic, partition, stored))
+            self._view.state_written(topic, partition, stored.version)
+            self._emit(state_event(topic, partition, stored))
         return stored
 
     # --- plumbing ----------------------------------------------------------------------
 
     @property
-    def _client(self) -> KazooClient:
+    def _client(self) -> ZkClient:
         if self._zk is None:
             raise RuntimeError("ZkMetadataStore is not started")
         return self._zk
@@ -409,122 +319,36 @@ class ZkMetadataStore:
         """Run a blocking body on the pool; translate what the body left untranslated."""
         if self._zk is None:
             raise RuntimeError("ZkMetadataStore is not started")
-        try:
-            return await run_blocking(fn, *args, **kwargs)
-        except _OpFailed as exc:
-            raise MetadataStoreError(f"metadata store: ZooKeeper multi-op failed at {exc}") \
-                from exc.cause
-        except (kz.KazooException, KazooTimeoutError) as exc:
-            raise MetadataStoreError(
-                f"metadata store: ZooKeeper {type(exc).__name__} {exc}".rstrip()) from exc
-        except MalformedZNodeError as exc:
-            raise MetadataStoreError(f"metadata store: {exc}") from exc
+        return await call(fn, *args, **kwargs)
 
     def _emit(self, ev: MetadataEvent) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(ev)
-            except Exception:
-                log.exception("metadata listener %r failed on %s", listener, ev)
+        self._listeners.emit(ev)
 
     def _maybe_released(self, released: int | None) -> None:
         if released is not None:
-            self._controller = None
-            self._emit(_controller_event(None, released))
-
-    def _post(self, fn: Callable[..., None], *args: Any) -> bool:
-        """From a kazoo thread: run ``fn(*args)`` on the loop. False once closed."""
-        loop = self._loop
-        if loop is None or self._zk is None:
-            return False
-        try:
-            loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # the loop is closed
-            return False
-        return True
+            self._view.controller_written(None)
+            self._emit(controller_event(None, released))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    # --- bounded kazoo calls (blocking; on the pool) ------------------------------------
+    def _txn(self, *, fenced: bool = True) -> Txn:
+        return self._client.txn(self._fence if fenced else None)
 
-    def _get(self, path: str) -> tuple[bytes, ZnodeStat]:
-        result: tuple[bytes, ZnodeStat] = self._client.get_async(path).get(timeout=self._timeout_s)
-        return result
-
-    def _get_or_none(self, path: str) -> tuple[bytes, ZnodeStat] | None:
-        try:
-            return self._get(path)
-        except kz.NoNodeError:
-            return None
-
-    def _exists(self, path: str) -> ZnodeStat | None:
-        stat: ZnodeStat | None = self._client.exists_async(path).get(timeout=self._timeout_s)
-        return stat
-
-    def _children(self, path: str) -> list[str]:
-        try:
-            children: list[str] = self._client.get_children_async(path).get(
-                timeout=self._timeout_s)
-        except kz.NoNodeError:
-            return []
-        return children
-
-    def _create(self, path: str, data: bytes = b"", *, ephemeral: bool = False) -> ZnodeStat:
-        _, stat = self._client.create_async(path, data, ephemeral=ephemeral,
-                                            include_data=True).get(timeout=self._timeout_s)
-        return stat
-
-    def _get_many(self, paths: Iterable[str]) -> dict[str, tuple[bytes, ZnodeStat]]:
-        """Pipelined reads; missing znodes are left out."""
-        pending = [(p, self._client.get_async(p)) for p in paths]
-        found = {}
-        for path, result in pending:
-            try:
-                found[path] = result.get(timeout=self._timeout_s)
-            except kz.NoNodeError:
-                continue
-        return found
-
-    def _txn(self, *, fenced: bool = True) -> _Txn:
-        return _Txn(self._client, self._fence if fenced else None, self._timeout_s)
-
-    # --- blocking bodies: session and brokers --------------------------------------------
-
-    def _connect(self) -> KazooClient:
-        if self._chroot:
-            boot = KazooClient(hosts=self._hosts, timeout=self._timeout_s)
-            boot.start(timeout=self._timeout_s)
-            try:
-                boot.ensure_path_async(self._chroot).get(timeout=self._timeout_s)
-            finally:
-                _stop_client(boot)
-        zk = KazooClient(hosts=self._hosts + self._chroot, timeout=self._timeout_s)
-        zk.add_listener(self._on_session_state)
-        zk.start(timeout=self._timeout_s)
-        try:
-            pending = [zk.ensure_path_async(p) for p in PERSISTENT_PATHS]
-            for result in pending:
-                result.get(timeout=self._timeout_s)
-        except BaseException:
-            _stop_client(zk)
-            raise
-        log.info("connected to ZooKeeper %s%s (session 0x%x)", self._hosts, self._chroot,
-                 zk.client_id[0])
-        return zk
+    # --- blocking bodies: cluster and brokers ----------------------------------------------
 
     def _get_or_create_cluster_id(self) -> str:
-        found = self._get_or_none(ClusterIdZNode.path)
+        found = self._client.get_or_none(ClusterIdZNode.path)
         if found is not None:
             return ClusterIdZNode.decode(found[0])
         cid = new_cluster_id()
         try:
-            self._client.ensure_path_async("/cluster").get(timeout=self._timeout_s)
-            self._create(ClusterIdZNode.path, ClusterIdZNode.encode(cid))
+            self._client.ensure_path("/cluster")
+            self._client.create(ClusterIdZNode.path, ClusterIdZNode.encode(cid))
         except kz.NodeExistsError:
-            return ClusterIdZNode.decode(self._get(ClusterIdZNode.path)[0])
+            return ClusterIdZNode.decode(self._client.get(ClusterIdZNode.path)[0])
         log.info("created cluster id %s", cid)
         return cid
 
@@ -537,11 +361,11 @@ class ZkMetadataStore:
         path, data = BrokerIdZNode.path(reg.broker_id), BrokerIdZNode.encode(reg)
         for _ in range(_RACE_RETRIES):
             try:
-                stat = self._create(path, data, ephemeral=True)
+                stat = self._client.create(path, data, ephemeral=True)
                 return dataclasses.replace(reg, epoch=stat.czxid), None
             except kz.NodeExistsError:
                 pass
-            old = self._exists(path)
+            old = self._client.exists(path)
             if old is None:
                 continue
             if not replace and old.ephemeralOwner != self._client.client_id[0]:
@@ -549,7 +373,7 @@ class ZkMetadataStore:
             replaced, released = self._replace_registration(reg.broker_id, path, data, old)
             if not replaced:
                 continue
-            stat = self._exists(path)
+            stat = self._client.exists(path)
             if stat is None:
                 continue
             log.info("replaced the registration of broker %d (session 0x%x, epoch %d -> %d)",
@@ -572,14 +396,14 @@ class ZkMetadataStore:
         txn.create(path, data, ephemeral=True)
         try:
             txn.commit()
-        except _OpFailed:
+        except OpFailed:
             return False, None
         return True, None if controller is None else self._released_role(broker_id)
 
     def _unregister_broker(self, broker_id: int) -> tuple[bool, int | None]:
         path = BrokerIdZNode.path(broker_id)
         for _ in range(_RACE_RETRIES):
-            reg, controller = self._exists(path), self._controller_held_by(broker_id)
+            reg, controller = self._client.exists(path), self._controller_held_by(broker_id)
             if reg is None and controller is None:
                 return False, None
             txn = self._txn(fenced=False)
@@ -589,7 +413,7 @@ class ZkMetadataStore:
                 txn.delete(ControllerZNode.path, controller.version)
             try:
                 txn.commit()
-            except _OpFailed:
+            except OpFailed:
                 continue
             return reg is not None, (None if controller is None
                                      else self._released_role(broker_id))
@@ -597,7 +421,7 @@ class ZkMetadataStore:
                                  "racing with other writers")
 
     def _controller_held_by(self, broker_id: int) -> ZnodeStat | None:
-        found = self._get_or_none(ControllerZNode.path)
+        found = self._client.get_or_none(ControllerZNode.path)
         if found is None or ControllerZNode.decode(found[0]) != broker_id:
             return None
         return found[1]
@@ -611,8 +435,8 @@ class ZkMetadataStore:
         return self._read_epoch()[0]
 
     def _live_brokers(self) -> list[BrokerRegistration]:
-        ids = sorted(int(c) for c in self._children(BrokerIdsZNode.path) if c.isdigit())
-        found = self._get_many(BrokerIdZNode.path(i) for i in ids)
+        ids = sorted(int(c) for c in self._client.children(BrokerIdsZNode.path) if c.isdigit())
+        found = self._client.get_many(BrokerIdZNode.path(i) for i in ids)
         brokers = []
         for i in ids:
             got = found.get(BrokerIdZNode.path(i))
@@ -623,10 +447,10 @@ class ZkMetadataStore:
     # --- blocking bodies: controller -------------------------------------------------------
 
     def _try_elect(self, broker_id: int) -> int | None:
-        holder = self._get_or_none(ControllerZNode.path)
+        holder = self._client.get_or_none(ControllerZNode.path)
         if holder is not None:
             return self._adopt_or_yield(broker_id, ControllerZNode.decode(holder[0]), holder[1])
-        reg = self._exists(BrokerIdZNode.path(broker_id))
+        reg = self._client.exists(BrokerIdZNode.path(broker_id))
         if reg is None:
             return None
         epoch, epoch_stat = self._read_epoch()
@@ -638,11 +462,11 @@ class ZkMetadataStore:
                      epoch_stat.version)
         try:
             results = txn.commit()
-        except _OpFailed as lost:
+        except OpFailed as lost:
             log.debug("broker %d lost the controller election: %s", broker_id, lost)
             self._drop_fence("it lost an election")
             return None
-        self._fence = _Fence(broker_id, epoch + 1, results[-1].version)
+        self._fence = Fence(broker_id, epoch + 1, results[-1].version)
         return epoch + 1
 
     def _adopt_or_yield(self, broker_id: int, holder: int, stat: ZnodeStat) -> int | None:
@@ -654,7 +478,7 @@ class ZkMetadataStore:
         ours = holder == broker_id and stat.ephemeralOwner == self._client.client_id[0]
         if ours and (fence is None or fence.broker_id != broker_id):
             epoch, epoch_stat = self._read_epoch()
-            self._fence = _Fence(broker_id, epoch, epoch_stat.version)
+            self._fence = Fence(broker_id, epoch, epoch_stat.version)
             return epoch
         if fence is not None and not (holder == fence.broker_id and
                                       stat.ephemeralOwner == self._client.client_id[0]):
@@ -668,22 +492,22 @@ class ZkMetadataStore:
                      "longer fenced", fence.broker_id, fence.epoch, why)
 
     def _read_epoch(self) -> tuple[int, ZnodeStat]:
-        found = self._get_or_none(ControllerEpochZNode.path)
+        found = self._client.get_or_none(ControllerEpochZNode.path)
         if found is None:
             try:
-                self._create(ControllerEpochZNode.path, ControllerEpochZNode.encode(0))
+                self._client.create(ControllerEpochZNode.path, ControllerEpochZNode.encode(0))
             except kz.NodeExistsError:
                 pass
-            found = self._get(ControllerEpochZNode.path)
+            found = self._client.get(ControllerEpochZNode.path)
         return ControllerEpochZNode.decode(found[0]), found[1]
 
     def _controller_id(self) -> int | None:
         """A controller whose broker is not registered counts as none."""
-        found = self._get_or_none(ControllerZNode.path)
+        found = self._client.get_or_none(ControllerZNode.path)
         if found is None:
             return None
         holder = ControllerZNode.decode(found[0])
-        return holder if self._exists(BrokerIdZNode.path(holder)) is not None else None
+        return holder if self._client.exists(BrokerIdZNode.path(holder)) is not None else None
 
     # --- blocking bodies: topics and configs ------------------------------------------------
 
@@ -693,7 +517,7 @@ class ZkMetadataStore:
     ) -> None:
         name = assignment.name
         config_path = ConfigEntityZNode.path(TOPIC_CONFIG_ENTITY, name)
-        config_exists = self._exists(config_path) is not None  # e.g. left by Kafka's admin
+        config_exists = self._client.exists(config_path) is not None  # e.g. left by Kafka's admin
         txn = self._txn()
         txn.create(TopicZNode.path(name), TopicZNode.encode(assignment))
         txn.create(TopicPartitionsZNode.path(name))
@@ -708,14 +532,14 @@ class ZkMetadataStore:
             txn.create(config_path, ConfigEntityZNode.encode(configs))
         try:
             txn.commit()
-        except _OpFailed as failed:
+        except OpFailed as failed:
             if failed.path == TopicZNode.path(name) and isinstance(failed.cause,
                                                                    kz.NodeExistsError):
                 raise TopicAlreadyExistsError(f"Topic '{name}' already exists.") from failed.cause
             raise
 
     def _get_topic(self, name: str) -> TopicAssignment | None:
-        found = self._get_or_none(TopicZNode.path(name))
+        found = self._client.get_or_none(TopicZNode.path(name))
         return None if found is None else TopicZNode.decode(name, found[0])
 
     def _add_partitions(
@@ -723,19 +547,19 @@ class ZkMetadataStore:
     ) -> list[int]:
         name = assignment.name
         for _ in range(_RACE_RETRIES):
-            found = self._get_or_none(TopicZNode.path(name))
+            found = self._client.get_or_none(TopicZNode.path(name))
             if found is None:
                 raise UnknownTopicError(f"Topic '{name}' not found.")
             current = TopicZNode.decode(name, found[0])
-            added = _partitions_to_add(current, assignment)
-            _check_states_within(states, added, what="add_partitions")
+            added = partitions_to_add(name, current.partitions, assignment.partitions)
+            check_states_within(states, added, what="add_partitions")
             if not added:
                 return []
             grown = TopicAssignment(name, current.topic_id or assignment.topic_id,
                                     {**current.partitions, **added})
             txn = self._txn()
             txn.set_data(TopicZNode.path(name), TopicZNode.encode(grown), found[1].version)
-            if self._exists(TopicPartitionsZNode.path(name)) is None:
+            if self._client.exists(TopicPartitionsZNode.path(name)) is None:
                 txn.create(TopicPartitionsZNode.path(name))
             for p in sorted(added):
                 txn.create(TopicPartitionZNode.path(name, p))
@@ -744,7 +568,7 @@ class ZkMetadataStore:
                                TopicPartitionStateZNode.encode(states[p]))
             try:
                 txn.commit()
-            except _OpFailed as failed:
+            except OpFailed as failed:
                 if failed.path == TopicZNode.path(name):
                     continue  # changed or deleted meanwhile: read again
                 raise
@@ -754,27 +578,27 @@ class ZkMetadataStore:
 
     def _delete_topic(self, name: str) -> None:
         topic_path = TopicZNode.path(name)
-        if self._exists(topic_path) is None:
+        if self._client.exists(topic_path) is None:
             raise UnknownTopicError(f"Topic '{name}' not found.")
         try:
-            self._create(DeleteTopicsTopicZNode.path(name))
+            self._client.create(DeleteTopicsTopicZNode.path(name))
         except kz.NodeExistsError:
             pass  # an earlier request, not completed
         config_path = ConfigEntityZNode.path(TOPIC_CONFIG_ENTITY, name)
         for _ in range(_RACE_RETRIES):
-            subtree = self._subtree(topic_path)
+            subtree = self._client.subtree(topic_path)
             if not subtree:
                 raise UnknownTopicError(f"Topic '{name}' not found.")
             txn = self._txn()
             for path in subtree:
                 txn.delete(path)
-            if self._exists(config_path) is not None:
+            if self._client.exists(config_path) is not None:
                 txn.delete(config_path)
-            if self._exists(DeleteTopicsTopicZNode.path(name)) is not None:
+            if self._client.exists(DeleteTopicsTopicZNode.path(name)) is not None:
                 txn.delete(DeleteTopicsTopicZNode.path(name))
             try:
                 txn.commit()
-            except _OpFailed as failed:
+            except OpFailed as failed:
                 if isinstance(failed.cause, kz.NotEmptyError | kz.NoNodeError):
                     continue  # a znode appeared or went meanwhile: list again
                 raise
@@ -782,25 +606,8 @@ class ZkMetadataStore:
         raise MetadataStoreError(f"metadata store: topic '{name}' kept changing while "
                                  "deleting it")
 
-    def _subtree(self, root: str) -> list[str]:
-        """``root`` and every znode under it, deepest first (a multi-op deletes children
-        before parents); empty if ``root`` does not exist."""
-        if self._exists(root) is None:
-            return []
-        levels = [[root]]
-        while levels[-1]:
-            pending = [(p, self._client.get_children_async(p)) for p in levels[-1]]
-            below = []
-            for parent, result in pending:
-                try:
-                    below += [f"{parent}/{c}" for c in result.get(timeout=self._timeout_s)]
-                except kz.NoNodeError:
-                    continue
-            levels.append(below)
-        return [path for level in reversed(levels) for path in level]
-
     def _get_topic_configs(self, name: str) -> dict[str, str]:
-        found = self._get_or_none(ConfigEntityZNode.path(TOPIC_CONFIG_ENTITY, name))
+        found = self._client.get_or_none(ConfigEntityZNode.path(TOPIC_CONFIG_ENTITY, name))
         return {} if found is None else ConfigEntityZNode.decode(found[0])
 
     def _set_topic_configs(self, name: str, configs: dict[str, str]) -> str:
@@ -808,7 +615,7 @@ class ZkMetadataStore:
         path = ConfigEntityZNode.path(TOPIC_CONFIG_ENTITY, name)
         note = ConfigEntityChangeNotificationSequenceZNode
         for _ in range(_RACE_RETRIES):
-            exists = self._exists(path) is not None
+            exists = self._client.exists(path) is not None
             txn = self._txn()
             txn.check(TopicZNode.path(name), -1)  # the topic must exist
             if exists:
@@ -818,7 +625,7 @@ class ZkMetadataStore:
             txn.create(note.prefix_path, note.encode(TOPIC_CONFIG_ENTITY, name), sequence=True)
             try:
                 results = txn.commit()
-            except _OpFailed as failed:
+            except OpFailed as failed:
                 if failed.path == TopicZNode.path(name):
                     raise UnknownTopicError(f"Topic '{name}' not found.") from failed.cause
                 if failed.path == path:
@@ -830,9 +637,9 @@ class ZkMetadataStore:
     # --- blocking bodies: partition state ---------------------------------------------------
 
     def _get_partition_states(self, topic: str) -> dict[int, PartitionState]:
-        partitions = sorted(int(c) for c in self._children(TopicPartitionsZNode.path(topic))
+        partitions = sorted(int(c) for c in self._client.children(TopicPartitionsZNode.path(topic))
                             if c.isdigit())
-        found = self._get_many(TopicPartitionStateZNode.path(topic, p) for p in partitions)
+        found = self._client.get_many(TopicPartitionStateZNode.path(topic, p) for p in partitions)
         states = {}
         for p in partitions:
             got = found.get(TopicPartitionStateZNode.path(topic, p))
@@ -850,7 +657,7 @@ class ZkMetadataStore:
         try:
             (stat,) = txn.commit()
             return dataclasses.replace(state, version=stat.version)
-        except _OpFailed as failed:
+        except OpFailed as failed:
             if isinstance(failed.cause, kz.BadVersionError):
                 raise self._bad_version(topic, partition, expected_version) from failed.cause
             if not isinstance(failed.cause, kz.NoNodeError):
@@ -866,15 +673,15 @@ class ZkMetadataStore:
         path, data = TopicPartitionStateZNode.path(topic, partition), \
             TopicPartitionStateZNode.encode(state)
         txn = self._txn()
-        if self._exists(TopicPartitionsZNode.path(topic)) is None:
+        if self._client.exists(TopicPartitionsZNode.path(topic)) is None:
             txn.create(TopicPartitionsZNode.path(topic))
-        if self._exists(TopicPartitionZNode.path(topic, partition)) is None:
+        if self._client.exists(TopicPartitionZNode.path(topic, partition)) is None:
             txn.create(TopicPartitionZNode.path(topic, partition))
         txn.create(path, data)
         txn.set_data(path, data, 0)  # version 1, as the embedded store's first write
         try:
             results = txn.commit()
-        except _OpFailed as failed:
+        except OpFailed as failed:
             if isinstance(failed.cause, kz.NodeExistsError):  # someone wrote it first
                 raise self._bad_version(topic, partition, 0) from failed.cause
             raise
@@ -888,207 +695,11 @@ class ZkMetadataStore:
             raise UnknownPartitionError(f"Topic '{topic}' has no partition {partition}.")
 
     def _bad_version(self, topic: str, partition: int, expected: int) -> BadVersionError:
-        stat = self._exists(TopicPartitionStateZNode.path(topic, partition))
+        stat = self._client.exists(TopicPartitionStateZNode.path(topic, partition))
         actual = 0 if stat is None else stat.version
         return BadVersionError(
             f"partition state {topic}-{partition}: expected version {expected}, "
             f"stored version is {actual}")
-
-    # --- the view of the cluster, and re-reads when a watch fires ----------------------------
-
-    async def _load_view(self) -> None:
-        self._brokers = await self._call(self._read_brokers)
-        self._controller, _ = await self._call(self._read_controller)
-        self._config_changes = set(await self._call(self._children,
-                                                    ConfigEntityChangeNotificationZNode.path))
-        for name in await self._call(self._children, TopicsZNode.path):
-            view = await self._call(self._read_topic_view, name)
-            if view is not None:
-                self._topics[name] = view
-
-    def _arm(self, watches: Iterable[tuple[_Key, str, bool]]) -> None:
-        """Start kazoo watches: (key reported, path, children watch?). Their first reads
-        happen on a kazoo thread (kazoo retries them across connection loss, off our pool);
-        each first callback marks its key dirty, so a change made before the watch was
-        set is not missed."""
-        specs = []
-        for key, path, children in watches:
-            token = object()
-            self._armed[key] = token
-            specs.append((key, path, children, token))
-        if specs:
-            self._client.handler.spawn(self._start_watches, specs)
-
-    def _start_watches(self, specs: list[tuple[_Key, str, bool, object]]) -> None:
-        for key, path, children, token in specs:
-            zk = self._zk
-            if zk is None or self._armed.get(key) is not token:
-                continue
-            recipe = ChildrenWatch if children else DataWatch
-            try:
-                recipe(zk, path, functools.partial(self._on_watch, key, token))
-            except kz.ConnectionClosedError:
-                return  # closed meanwhile
-            except Exception:
-                log.exception("metadata store: cannot watch %s", path)
-
-    def _on_watch(self, key: _Key, token: object, *_args: Any) -> bool:
-        """Kazoo thread. Returning False ends the watch."""
-        if self._armed.get(key) is not token:
-            return False
-        return self._post(self._mark_dirty, key)
-
-    def _track_topic(self, name: str, view: _TopicView) -> None:
-        self._untrack_topic(name)
-        self._topics[name] = view
-        self._arm(_topic_watches(name, view.partitions))
-
-    def _untrack_topic(self, name: str) -> None:
-        view = self._topics.pop(name, None)
-        if view is None:
-            return
-        self._armed.pop(("topic", name), None)
-        for p in view.partitions:
-            self._armed.pop(("state", name, p), None)
-
-    def _mark_dirty(self, key: _Key) -> None:
-        if self._zk is None:
-            return
-        self._dirty[key] = None
-        if self._refresher is None or self._refresher.done():
-            self._refresher = asyncio.get_running_loop().create_task(self._refresh_dirty())
-
-    async def _refresh_dirty(self) -> None:
-        while self._dirty and self._zk is not None:
-            key = next(iter(self._dirty))
-            del self._dirty[key]
-            try:
-                async with self._lock:
-                    await self._refresh(key)
-            except (MetadataStoreError, RuntimeError) as exc:
-                log.warning("metadata store: re-reading %s failed (%s); retrying", key, exc)
-                if self._loop is not None and self._zk is not None:
-                    self._loop.call_later(_REFRESH_RETRY_S, self._mark_dirty, key)
-            except Exception:
-                log.exception("metadata store: re-reading %s failed", key)
-
-    async def _refresh(self, key: _Key) -> None:
-        kind = key[0]
-        if kind == "brokers":
-            self._apply_brokers(await self._call(self._read_brokers))
-        elif kind == "controller":
-            self._apply_controller(*await self._call(self._read_controller))
-        elif kind == "topics":
-            await self._refresh_topics()
-        elif kind == "topic":
-            await self._refresh_topic(key[1])
-        elif kind == "state":
-            await self._refresh_state(key[1], key[2])
-        elif kind == "config_changes":
-            await self._refresh_config_changes()
-
-    def _apply_brokers(self, seen: dict[int, int]) -> None:
-        for broker_id in sorted(set(self._brokers) | set(seen)):
-            if self._brokers.get(broker_id) != seen.get(broker_id):  # gone, new or bounced
-                self._emit(_brokers_event(broker_id, registered=broker_id in seen))
-        self._brokers = seen
-
-    def _apply_controller(self, holder: int | None, epoch: int) -> None:
-        if holder != self._controller:
-            self._controller = holder
-            self._emit(_controller_event(holder, epoch))
-
-    async def _refresh_topics(self) -> None:
-        names = set(await self._call(self._children, TopicsZNode.path))
-        for name in sorted(set(self._topics) - names):
-            self._untrack_topic(name)
-            self._emit(MetadataEvent(EventKind.TOPIC_DELETED, name))
-        for name in sorted(names - set(self._topics)):
-            view = await self._call(self._read_topic_view, name)
-            if view is not None:
-                self._track_topic(name, view)
-                self._emit(MetadataEvent(EventKind.TOPIC_CREATED, name,
-                                         extra={"partitions": len(view.partitions)}))
-
-    async def _refresh_topic(self, name: str) -> None:
-        known = self._topics.get(name)
-        if known is None:
-            return  # not created yet as far as we know: the topics re-read announces it
-        view = await self._call(self._read_topic_view, name)
-        if view is None:
-            self._mark_dirty(("topics",))
-        elif view.topic_id != known.topic_id:  # deleted and created again meanwhile
-            self._untrack_topic(name)
-            self._emit(MetadataEvent(EventKind.TOPIC_DELETED, name))
-            self._track_topic(name, view)
-            self._emit(MetadataEvent(EventKind.TOPIC_CREATED, name,
-                                     extra={"partitions": len(view.partitions)}))
-        elif added := sorted(view.partitions - known.partitions):
-            known.partitions = view.partitions
-            known.versions.update({p: view.versions[p] for p in added if p in view.versions})
-            self._arm(_state_watches(name, added))
-            self._emit(MetadataEvent(EventKind.TOPIC_CHANGED, name,
-                                     extra={"added_partitions": added}))
-
-    async def _refresh_state(self, topic: str, partition: int) -> None:
-        known = self._topics.get(topic)
-        if known is None or partition not in known.partitions:
-            return
-        found = await self._call(self._get_or_none, TopicPartitionStateZNode.path(topic,
-                                                                                  partition))
-        if found is None:
-            known.versions.pop(partition, None)
-            return
-        if known.versions.get(partition) == found[1].version:
-            return
-        state = TopicPartitionStateZNode.decode(found[0], zk_version=found[1].version)
-        known.versions[partition] = state.version
-        self._emit(_state_event(topic, partition, state))
-
-    async def _refresh_config_changes(self) -> None:
-        names, changed = await self._call(self._read_config_changes,
-                                          frozenset(self._config_changes))
-        self._config_changes = set(names)
-        for entity_type, name in changed:
-            if entity_type == TOPIC_CONFIG_ENTITY:
-                self._emit(MetadataEvent(EventKind.CONFIG_CHANGED, name))
-
-    # blocking reads behind the re-reads
-
-    def _read_brokers(self) -> dict[int, int]:
-        ids = [int(c) for c in self._children(BrokerIdsZNode.path) if c.isdigit()]
-        pending = [(i, self._client.exists_async(BrokerIdZNode.path(i))) for i in ids]
-        stats = [(i, result.get(timeout=self._timeout_s)) for i, result in pending]
-        return {i: stat.czxid for i, stat in stats if stat is not None}
-
-    def _read_controller(self) -> tuple[int | None, int]:
-        found = self._get_or_none(ControllerZNode.path)
-        epoch = self._get_or_none(ControllerEpochZNode.path)
-        return (None if found is None else ControllerZNode.decode(found[0]),
-                0 if epoch is None else ControllerEpochZNode.decode(epoch[0]))
-
-    def _read_topic_view(self, name: str) -> _TopicView | None:
-        assignment = self._get_topic(name)
-        if assignment is None:
-            return None
-        pending = [(p, self._client.exists_async(TopicPartitionStateZNode.path(name, p)))
-                   for p in assignment.partitions]
-        stats = [(p, result.get(timeout=self._timeout_s)) for p, result in pending]
-        return _TopicView(assignment.topic_id, frozenset(assignment.partitions),
-                          {p: stat.version for p, stat in stats if stat is not None})
-
-    def _read_config_changes(
-        self, handled: frozenset[str]
-    ) -> tuple[list[str], list[tuple[str, str]]]:
-        """All notification names, and the (entity type, name) of those not handled yet,
-        in sequence order."""
-        names = sorted(self._children(ConfigEntityChangeNotificationZNode.path))
-        new = [n for n in names if n not in handled]
-        base = ConfigEntityChangeNotificationZNode.path
-        found = self._get_many(f"{base}/{n}" for n in new)
-        changed = [ConfigEntityChangeNotificationSequenceZNode.decode(found[f"{base}/{n}"][0])
-                   for n in new if f"{base}/{n}" in found]
-        return names, changed
 
     # --- session --------------------------------------------------------------------------
 
@@ -1103,7 +714,7 @@ class ZkMetadataStore:
             log.warning("metadata store: disconnected from ZooKeeper; reconnecting")
         elif state == KazooState.CONNECTED and self._session_lost:
             self._session_lost = False
-            self._post(self._on_new_session)
+            self._view.post(self._on_new_session)
 
     def _on_new_session(self) -> None:
         if self._zk is not None and self._registrations:
@@ -1121,7 +732,7 @@ class ZkMetadataStore:
                 except MetadataStoreError as exc:
                     log.warning("metadata store: registering broker %d again failed (%s); "
                                 "retrying", broker_id, exc)
-                    await asyncio.sleep(_REFRESH_RETRY_S)
+                    await asyncio.sleep(REFRESH_RETRY_S)
 
     async def _register_one_again(self, broker_id: int) -> None:
         async with self._lock:
@@ -1136,75 +747,9 @@ class ZkMetadataStore:
                           "expired; not registering it again", broker_id)
                 return
             self._registrations[broker_id] = reg
-            self._brokers[broker_id] = stored.epoch
+            self._view.broker_written(broker_id, stored.epoch)
             log.info("broker %d registered again on a new session (epoch %d)",
                      broker_id, stored.epoch)
-            self._emit(_brokers_event(broker_id, registered=True))
+            self._emit(brokers_event(broker_id, registered=True))
             self._maybe_released(released)
 
-
-# --- helpers ------------------------------------------------------------------------------
-
-
-def _split_connect(connect: str) -> tuple[str, str]:
-    """``h1:2181,h2:2181/franz/a`` -> (``h1:2181,h2:2181``, ``/franz/a``)."""
-    hosts, slash, chroot = connect.partition("/")
-    if not hosts:
-        raise ValueError(f"ZooKeeper connect string without hosts: {connect!r}")
-    return hosts, ("/" + chroot.strip("/")).rstrip("/") if slash else ""
-
-
-def _stop_client(zk: KazooClient) -> None:
-    try:
-        zk.stop()
-    finally:
-        zk.close()
-
-
-def _topic_watches(name: str, partitions: Iterable[int]) -> list[tuple[_Key, str, bool]]:
-    return [(("topic", name), TopicZNode.path(name), False), *_state_watches(name, partitions)]
-
-
-def _state_watches(name: str, partitions: Iterable[int]) -> list[tuple[_Key, str, bool]]:
-    return [(("state", name, p), TopicPartitionStateZNode.path(name, p), False)
-            for p in sorted(partitions)]
-
-
-def _partitions_to_add(
-    current: TopicAssignment, wanted: TopicAssignment
-) -> dict[int, tuple[int, ...]]:
-    name = current.name
-    missing = sorted(set(current.partitions) - set(wanted.partitions))
-    if missing:
-        raise InvalidPartitionsError(
-            f"Topic '{name}': partitions cannot be removed (missing {missing})")
-    changed = sorted(p for p, r in current.partitions.items()
-                     if tuple(wanted.partitions[p]) != r)
-    if changed:
-        raise InvalidReplicaAssignmentError(
-            f"Topic '{name}': replicas of existing partitions {changed} cannot change here")
-    return {p: tuple(r) for p, r in wanted.partitions.items() if p not in current.partitions}
-
-
-def _check_states_within(
-    states: Mapping[int, PartitionState], partitions: Mapping[int, object], *, what: str
-) -> None:
-    stray = sorted(set(states) - set(partitions))
-    if stray:
-        raise ValueError(f"{what}: states for partitions {stray} not being created")
-
-
-def _brokers_event(broker_id: int, *, registered: bool) -> MetadataEvent:
-    return MetadataEvent(EventKind.BROKERS_CHANGED,
-                         extra={"broker_id": broker_id, "registered": registered})
-
-
-def _controller_event(controller_id: int | None, epoch: int) -> MetadataEvent:
-    return MetadataEvent(EventKind.CONTROLLER_CHANGED,
-                         extra={"controller_id": controller_id, "epoch": epoch})
-
-
-def _state_event(topic: str, partition: int, state: PartitionState) -> MetadataEvent:
-    return MetadataEvent(EventKind.PARTITION_STATE_CHANGED, topic, partition,
-                         extra={"leader": state.leader, "leader_epoch": state.leader_epoch,
-                                "version": state.version})

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from core.broker.embedded_store import MetadataStoreError
 from core.broker.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -32,6 +31,7 @@ from core.broker.metadata import (
     EventKind,
     MetadataEvent,
     MetadataStore,
+    MetadataStoreError,
     PartitionState,
     TopicAssignment,
 )

@@ -7,7 +7,6 @@ import signal
 from pathlib import Path
 
 import httpx
-
 from conftest import FranzServer
 
 BINARY = "application/vnd.kafka.binary.v2+json"

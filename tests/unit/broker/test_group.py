@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.broker import consumer_protocol
 from core.broker import offsets_codec as codec
 from core.broker.group import (
     CommittedOffset,
@@ -202,8 +203,8 @@ def test_member_without_franz_user_data_loads_with_defaults() -> None:
                 "/h",
                 1000,
                 1000,
-                codec.encode_subscription(["t"], b"\x00\x01binary-assignor-data"),
-                codec.encode_assignment([("t", 0)]),
+                consumer_protocol.encode_subscription(["t"], b"\x00\x01binary-assignor-data"),
+                consumer_protocol.encode_assignment([("t", 0)]),
             ),
         ),
     )

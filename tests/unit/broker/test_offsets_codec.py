@@ -9,26 +9,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.broker.offsets_codec import (
+from core.broker.consumer_protocol import (
     ConsumerAssignment,
     ConsumerSubscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from core.broker.offsets_codec import (
     CorruptOffsetsRecordError,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
-    decode_assignment,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
-    decode_subscription,
-    encode_assignment,
     encode_group_metadata_key,
     encode_group_metadata_value,
     encode_offset_commit_key,
     encode_offset_commit_value,
-    encode_subscription,
 )
 from core.errors import FranzError
 
