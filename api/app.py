@@ -1,7 +1,8 @@
 """``create_app(broker)``: the FastAPI application of one broker.
 
 Routers: v2 at the root (``api.v2``), v3 under ``/v3`` (``api.v3``). Error handlers:
-``api.errors``. OpenAPI at ``/openapi.json``, Swagger UI at ``/docs``; request and
+``api.errors``. Metrics: ``GET /metrics`` and a request-metrics middleware
+(``api.metrics``). OpenAPI at ``/openapi.json``, Swagger UI at ``/docs``; request and
 response shapes come from ``api.v2.schemas`` and ``api.v3.models``. Internal
 (broker-to-broker) routers must be included with ``include_in_schema=False``. The
 broker is started and stopped by the caller (``app.server``); the app only reads it
@@ -17,6 +18,7 @@ from fastapi import FastAPI
 
 from api import internal, v2, v3
 from api.errors import install_error_handlers
+from api.metrics import install_metrics
 from api.openapi import install_openapi
 from api.responses import KafkaV2Response
 from api.v2.schemas import OPENAPI_SCHEMAS
@@ -60,5 +62,6 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(v2.router)
     app.include_router(v3.router)
     app.include_router(internal.router, include_in_schema=False)  # /internal/v1
+    install_metrics(app)  # GET /metrics and the request-metrics middleware
     install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS})
     return app

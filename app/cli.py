@@ -9,6 +9,8 @@ import logging
 import sys
 from pathlib import Path
 
+from app.commands import add_admin_commands, run_admin_command
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="franz", description="Kafka-style broker over HTTP")
@@ -34,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="any broker property, e.g. --override replica.lag.time.max.ms=2000")
     broker.add_argument("--log-level", default="INFO")
+    add_admin_commands(sub)  # topics, consumer-groups, produce, consume (app/commands)
     return parser
 
 
@@ -72,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command in ("serve", "broker"):
         return _serve(args)
+    if getattr(args, "handler", None):
+        return run_admin_command(args)
     parser.print_help()
     return 2
 

@@ -6,6 +6,7 @@
     configs          topic configs (read, set, reset, alter; applied live), broker configs
     consumer_groups  groups, consumers, assignments
     lags             per-partition lags and the group lag summary
+    group_admin      franz: a group's offsets (describe), offset reset, group delete
     produce          POST .../records: one record, several, or a stream
     records          franz: GET .../partitions/{p}/records, a long-poll range read
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.v3 import clusters, configs, consumer_groups, lags, partitions, produce, records, topics
+from api.v3.group_admin import router as group_admin_router  # franz: offsets, reset, delete
 from api.v3.models import OPENAPI_SCHEMAS
 
 router = APIRouter()
@@ -26,5 +28,6 @@ router.include_router(clusters.root_router)
 # Order matters where paths overlap: "/topics/-/..." routes precede "/topics/{topic_name}/...".
 for _module in (clusters, configs, topics, partitions, consumer_groups, lags, produce, records):
     router.include_router(_module.router)
+router.include_router(group_admin_router)
 
 __all__ = ["OPENAPI_SCHEMAS", "router"]

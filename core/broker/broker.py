@@ -30,6 +30,7 @@ from core.broker.metadata_cache import MetadataCache, TopicMetadata
 from core.broker.producer import produce_to_topic
 from core.broker.replica_manager import ReplicaManager
 from core.broker.replication import ClusterClient, ReplicationService
+from core.broker.topic_stats import BrokerTopicStats
 from core.broker.types import (
     BrokerInfo,
     FetchResult,
@@ -82,6 +83,7 @@ class Broker:
         self._sync_locks: dict[str, asyncio.Lock] = {}
         self._create_lock = asyncio.Lock()
         self.replication = ReplicationService(self, cluster_client)
+        self.topic_stats = BrokerTopicStats()  # client traffic per topic (api.metrics)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -326,14 +328,18 @@ class Broker:
             timeout_ms=timeout, now_ms=self.clock.now_ms())
 
     async def _append(self, tp: TopicPartition, data: bytearray, acks: int, timeout_ms: int):  # noqa: ANN202
-        return await self.replication.append(tp, data, acks, timeout_ms)  # local or forwarded
+        info = await self.replication.append(tp, data, acks, timeout_ms)  # local or forwarded
+        self.topic_stats.record_append(tp.topic, records=info.num_records, size=len(data))
+        return info
 
     async def fetch_raw(self, topic: str, partition: int, offset: int, *, max_bytes: int,
                         max_wait_ms: int = 0):  # noqa: ANN201
         """Whole batches as bytes (for followers, range reads and the JSON fast path)."""
         tp = self._partition_of(topic, partition)
-        return await self.replication.fetch_raw(tp, offset, max_bytes=max_bytes,
-                                                max_wait_ms=max_wait_ms)
+        data, p = await self.replication.fetch_raw(tp, offset, max_bytes=max_bytes,
+                                                   max_wait_ms=max_wait_ms)
+        self.topic_stats.record_fetch(topic, data, offset=offset, high_watermark=p.high_watermark)
+        return data, p
 
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,
                     max_wait_ms: int = 0, min_bytes: int = 1) -> FetchResult:

@@ -1,0 +1,213 @@
+"""franz additions to the v3 consumer groups: the admin calls ``kafka-consumer-groups.sh``
+needs (``franz consumer-groups``) and Confluent's v3 lacks.
+
+    GET    /consumer-groups/{g}/offsets        one row per partition the group has
+                                               committed or is assigned: committed
+                                               offset, log end, lag, and the member
+                                               reading it (with its host)
+    POST   /consumer-groups/{g}/offsets:alter  set committed offsets (Kafka's
+                                               AlterConsumerGroupOffsets); only while the
+                                               group has no members
+    DELETE /consumer-groups/{g}                the group and its offsets; only when empty
+
+``offsets:alter`` takes ``{"data": [{"topic_name", "partition_id", "offset"}],
+"validate_only": false}``: explicit offsets, as Kafka's admin call does (the client
+resolves earliest/latest first); all are written together, 204. An unknown group is
+fine there (the offsets create it, as in Kafka).
+
+Errors: unknown group 404 / 404 (GET, DELETE); unknown topic or partition 404 / 40403;
+a group with members 400 / 40002; a bad body 400 / 400, 415, or 422 / 42206.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Required
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import ConfigDict, Field, TypeAdapter, with_config
+from starlette.responses import Response
+from typing_extensions import TypedDict
+
+from api.deps import broker_of, consumers_of
+from api.errors import ApiError, ErrorCode
+from api.v3.common import (
+    ClusterLinks,
+    V3Response,
+    cluster_links,
+    errors,
+    no_content,
+    read_body,
+    v3_json,
+)
+from api.v3.models import CollectionMetadata
+from core.broker.errors import GroupIdNotFoundError, UnknownPartitionError
+from core.broker.group import GroupDescription
+from core.broker.types import TopicPartition
+
+router = APIRouter(
+    prefix="/v3/clusters/{cluster_id}",
+    tags=["v3 consumer groups"],
+    dependencies=[Depends(cluster_links)],
+    default_response_class=V3Response,
+)
+
+_GROUP = "/consumer-groups/{consumer_group_id}"
+_FORBID = ConfigDict(extra="forbid")
+
+
+@with_config(_FORBID)
+class KafkaConsumerGroupOffset(TypedDict):
+    """franz: one partition of a group, as ``kafka-consumer-groups --describe`` shows it."""
+
+    kind: str
+    cluster_id: str
+    consumer_group_id: str
+    topic_name: str
+    partition_id: int
+    current_offset: int | None  # the committed offset; null when none is
+    log_end_offset: int  # the high watermark
+    lag: int | None  # null without a committed offset
+    consumer_id: str  # "" when no member is assigned the partition
+    host: str
+    client_id: str
+
+
+@with_config(_FORBID)
+class KafkaConsumerGroupOffsetList(TypedDict):
+    kind: str
+    metadata: CollectionMetadata
+    data: list[KafkaConsumerGroupOffset]
+
+
+@with_config(_FORBID)
+class ConsumerGroupOffsetIn(TypedDict):
+    topic_name: Annotated[str, Field(min_length=1)]
+    partition_id: Annotated[int, Field(ge=0)]
+    offset: Annotated[int, Field(ge=0)]
+
+
+@with_config(_FORBID)
+class AlterConsumerGroupOffsetsRequest(TypedDict, total=False):
+    data: Required[Annotated[list[ConsumerGroupOffsetIn], Field(min_length=1)]]
+    validate_only: bool | None
+
+
+ALTER_OFFSETS = TypeAdapter(AlterConsumerGroupOffsetsRequest)
+
+
+def _inline_schema(adapter: TypeAdapter[Any]) -> dict[str, Any]:
+    """The JSON schema with its ``$defs`` resolved in place (for ``openapi_extra``)."""
+    schema = adapter.json_schema()
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return resolve(defs[ref.removeprefix("#/$defs/")])
+            return {k: resolve(v) for k, v in node.items()}
+        return [resolve(v) for v in node] if isinstance(node, list) else node
+
+    return dict(resolve(schema))
+
+
+_ALTER_EXAMPLE = {
+    "data": [{"topic_name": "orders", "partition_id": 0, "offset": 42}],
+    "validate_only": False,
+}
+_ALTER_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": _inline_schema(ALTER_OFFSETS), "example": _ALTER_EXAMPLE}
+        },
+    }
+}
+
+
+def _not_inactive(desc: GroupDescription) -> ApiError:
+    """Kafka's refusal (kafka-consumer-groups.sh) to move the offsets of a live group."""
+    return ApiError(
+        400,
+        ErrorCode.KAFKA_BAD_REQUEST,
+        f"Assignments can only be reset if the group '{desc.group_id}' is inactive, "
+        f"but the current state is {desc.state.confluent_name}.",
+    )
+
+
+@router.get(
+    _GROUP + "/offsets",
+    summary="franz: every partition of a group with its offset, end, lag and member",
+    response_model=KafkaConsumerGroupOffsetList,
+    responses=errors(404),
+)
+async def list_group_offsets(
+    consumer_group_id: str, links: ClusterLinks, request: Request
+) -> Response:
+    consumers, broker = consumers_of(request), broker_of(request)
+    desc = await consumers.describe_group(consumer_group_id)
+    committed = await consumers.group_offsets(consumer_group_id)
+    owners = {tp: m for m in desc.members for tp in m.assignment}
+    data = []
+    for topic, partition in sorted({*committed, *owners}):
+        if broker.cache.topic(topic) is None:
+            continue  # a deleted topic's old commit
+        end = (await broker.partition_offsets(topic, partition)).high_watermark
+        current = committed.get(TopicPartition(topic, partition))
+        m = owners.get(TopicPartition(topic, partition))
+        data.append({
+            "kind": "KafkaConsumerGroupOffset",
+            "cluster_id": links.cluster_id,
+            "consumer_group_id": consumer_group_id,
+            "topic_name": topic,
+            "partition_id": partition,
+            "current_offset": current,
+            "log_end_offset": end,
+            "lag": None if current is None else max(0, end - current),
+            "consumer_id": m.member_id if m else "",
+            "host": m.client_host if m else "",
+            "client_id": m.client_id if m else "",
+        })
+    parts = ("consumer-groups", consumer_group_id, "offsets")
+    return v3_json(links.collection("KafkaConsumerGroupOffsetList", parts, data))
+
+
+@router.post(
+    _GROUP + "/offsets:alter",
+    summary="franz: set a group's committed offsets (the group must have no members)",
+    status_code=204,
+    openapi_extra=_ALTER_DOC,
+    responses=errors(400, 404, 415, 422),
+)
+async def alter_group_offsets(
+    consumer_group_id: str, links: ClusterLinks, request: Request
+) -> Response:
+    req = await read_body(request, ALTER_OFFSETS)
+    broker, consumers = broker_of(request), consumers_of(request)
+    offsets: dict[TopicPartition, int] = {}
+    for entry in req["data"]:
+        topic, partition = entry["topic_name"], entry["partition_id"]
+        info = await broker.describe_topic(topic)  # UnknownTopicError: 404 / 40403
+        if not any(p.partition == partition for p in info.partitions):
+            raise UnknownPartitionError(f"Partition {partition} of topic '{topic}' not found.")
+        offsets[TopicPartition(topic, partition)] = entry["offset"]
+    try:
+        desc = await consumers.describe_group(consumer_group_id)
+    except GroupIdNotFoundError:
+        desc = None  # a new group: the offsets create it
+    if desc is not None and desc.members:
+        raise _not_inactive(desc)
+    if not req.get("validate_only"):
+        await consumers.reset_offsets(consumer_group_id, offsets)  # NonEmptyGroupError: 400
+    return no_content()
+
+
+@router.delete(
+    _GROUP,
+    summary="franz: delete a consumer group and its committed offsets (it must be empty)",
+    status_code=204,
+    responses=errors(400, 404),
+)
+async def delete_group(consumer_group_id: str, links: ClusterLinks, request: Request) -> Response:
+    await consumers_of(request).delete_group(consumer_group_id)
+    return no_content()
