@@ -1,0 +1,331 @@
+"""The connector's logic without a SparkSession: options, range splitting, admission
+control, the range reader and the stream reader's offset planning, driven directly
+(against the franz server where HTTP is involved). Fast; no JVM."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark", minversion="4.2")
+pytest.importorskip("pyarrow")
+
+from pyspark.sql.streaming.datasource import (  # noqa: E402
+    ReadAllAvailable,
+    ReadMaxRows,
+    ReadMinRows,
+)
+
+from spark_connector.client import FranzClient  # noqa: E402
+from spark_connector.datasource import (  # noqa: E402
+    FranzRange,
+    FranzStreamReader,
+    arrow_schema,
+    franz_schema,
+)
+from spark_connector.offsets import (  # noqa: E402
+    OffsetRange,
+    rate_limit,
+    split_ranges,
+    to_json_offsets,
+)
+from spark_connector.options import (  # noqa: E402
+    FranzOptionError,
+    batch_checks,
+    reader_conf,
+    writer_conf,
+)
+from spark_connector.ranges import FranzDataLossError, iter_range, read_rows  # noqa: E402
+
+URL = {"url": "http://127.0.0.1:1"}
+
+
+# --- options -----------------------------------------------------------------------------
+
+
+def test_options_are_case_insensitive_and_typed() -> None:
+    conf = reader_conf(
+        {
+            **URL,
+            "SUBSCRIBE": " a, b ,,a",
+            "maxoffsetspertrigger": "10",
+            "includeHeaders": "TRUE",
+            "http.header.X-Trace": "1",
+            "auth.bearerToken": "tok",
+            "maxTriggerDelay": "2m",
+        }
+    )
+    assert conf.subscribe == ("a", "b")
+    assert conf.max_offsets_per_trigger == 10 and conf.include_headers
+    assert conf.max_trigger_delay_ms == 120_000
+    assert dict(conf.http.headers) == {"X-Trace": "1", "Authorization": "Bearer tok"}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"subscribe": "t"}, "Option url is required"),
+        ({**URL}, "Exactly one of the options subscribe, subscribePattern, assign"),
+        ({**URL, "subscribe": "t", "subscribePattern": "t.*"}, "got subscribe, subscribePattern"),
+        ({**URL, "subscribe": " , "}, "Option subscribe is empty"),
+        ({**URL, "assign": '{"t": [0, "x"]}'}, "Option assign must be JSON like"),
+        ({**URL, "subscribePattern": "("}, "is not a regex"),
+        ({**URL, "subscribe": "t", "startingOffsets": '{"t": {"0": -3}}'}, "-2 (earliest)"),
+        ({**URL, "subscribe": "t", "startingOffsets": '{"t": {"x": 1}}'}, "is not a number"),
+        ({**URL, "subscribe": "t", "endingOffsets": "earliest"}, "endingOffsets=earliest"),
+        ({**URL, "subscribe": "t", "endingOffsets": '{"t": {"0": -2}}'}, "not allowed as an end"),
+        ({**URL, "subscribe": "t", "minPartitions": "0"}, "minPartitions='0' must be >= 1"),
+        ({**URL, "subscribe": "t", "failOnDataLoss": "maybe"}, "is not a boolean"),
+        (
+            {**URL, "subscribe": "t", "maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "9"},
+            "is larger than maxOffsetsPerTrigger",
+        ),
+        ({**URL, "subscribe": "t", "longPollTimeoutMs": "40000"}, "must exceed longPollTimeoutMs"),
+        ({**URL, "subscribe": "t", "kafka.auto.offset.reset": "x"}, "use startingOffsets"),
+        ({**URL, "subscribe": "t", "startingoffset": "x"}, "did you mean 'startingOffsets'"),
+        ({"url": "localhost:8082", "subscribe": "t"}, "is not an http:// or https:// URL"),
+    ],
+)
+def test_bad_reader_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(FranzOptionError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        reader_conf(options)
+
+
+def test_bootstrap_servers_alias_and_batch_rules() -> None:
+    conf = reader_conf({"kafka.bootstrap.servers": "h1:1, https://h2:2", "subscribe": "t"})
+    assert conf.http.urls == ("http://h1:1", "https://h2:2")
+    with pytest.raises(FranzOptionError, match="must name the same partitions"):
+        batch_checks(
+            reader_conf(
+                {
+                    **URL,
+                    "subscribe": "t",
+                    "startingOffsets": '{"t": {"0": 1}}',
+                    "endingOffsets": '{"t": {"1": 5}}',
+                }
+            )
+        )
+    with pytest.raises(FranzOptionError, match="after its endingOffsets"):
+        batch_checks(
+            reader_conf(
+                {
+                    **URL,
+                    "subscribe": "t",
+                    "startingOffsets": '{"t": {"0": 9}}',
+                    "endingOffsets": '{"t": {"0": 5}}',
+                }
+            )
+        )
+
+
+def test_writer_options() -> None:
+    conf = writer_conf({**URL, "path": "out", "batchsize": "10", "acks": "1"})
+    assert (conf.topic, conf.batch_size, conf.acks) == ("out", 10, "1")
+    with pytest.raises(FranzOptionError, match="Unknown option 'subscribe' for the franz writer"):
+        writer_conf({**URL, "subscribe": "x"})
+
+
+# --- ranges and admission control --------------------------------------------------------
+
+
+def _covers(pieces: list[OffsetRange], ranges: list[OffsetRange]) -> bool:
+    for r in ranges:
+        mine = sorted(
+            (p.start, p.end) for p in pieces if (p.topic, p.partition) == (r.topic, r.partition)
+        )
+        if r.size == 0:
+            if mine:
+                return False
+            continue
+        if mine[0][0] != r.start or mine[-1][1] != r.end:
+            return False
+        if any(a[1] != b[0] for a, b in zip(mine, mine[1:], strict=False)):
+            return False
+    return True
+
+
+def test_split_ranges() -> None:
+    ranges = [OffsetRange("t", 0, 0, 1000), OffsetRange("t", 1, 5, 15), OffsetRange("t", 2, 7, 7)]
+    assert split_ranges(ranges) == ranges[:2]  # one task per non-empty range
+    pieces = split_ranges(ranges, min_partitions=10)
+    assert _covers(pieces, ranges)
+    assert [p for p in pieces if p.partition == 1] == [ranges[1]]  # small stays whole
+    assert 9 <= len(pieces) <= 11
+    capped = split_ranges(ranges, max_records_per_partition=300)
+    assert _covers(capped, ranges) and max(p.size for p in capped) <= 300
+    assert len(capped) == 5
+
+
+def test_rate_limit_is_proportional_and_does_not_starve() -> None:
+    start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 100}
+    latest = {("t", 0): 30, ("t", 1): 10, ("t", 2): 101}
+    end = rate_limit(start, latest, 8)
+    assert end[("t", 0)] == 5 and end[("t", 1)] == 1 and end[("t", 2)] == 101
+    assert rate_limit(start, latest, 1000) == latest
+
+
+# --- the range reader against a real server -----------------------------------------------
+
+
+def test_iter_range_stops_exactly_at_end(franz: Any, topic: str) -> None:
+    franz.create_topic(topic, partitions=1)
+    for lo in range(0, 40, 9):
+        franz.produce_values(topic, 0, [str(i) for i in range(lo, min(40, lo + 9))])
+    conf = reader_conf({"url": franz.url, "subscribe": topic, "maxRecordsPerRequest": "4"})
+    with FranzClient(conf.http) as client:
+        chunks = list(iter_range(client, conf, topic, 0, 3, 30))
+    assert all(len(c) <= 4 for c in chunks)
+    assert [r["offset"] for c in chunks for r in c] == list(range(3, 30))
+
+
+def test_arrow_batches_match_sparks_schema(franz: Any, topic: str) -> None:
+    franz.create_topic(topic, partitions=1)
+    franz.produce(
+        topic, [{"key": "k", "value": "v", "headers": [("a", b"1")]}, {"value": None}], partition=0
+    )
+    for headers in (False, True):
+        conf = reader_conf({"url": franz.url, "subscribe": topic, "includeHeaders": str(headers)})
+        schema = arrow_schema(franz_schema(headers))
+        (batch,) = list(read_rows(conf, topic, 0, 0, 2, schema))
+        assert batch.schema.equals(schema)
+        assert batch.column("value").to_pylist() == [b"v", None]
+
+
+def test_data_loss_in_a_range(franz: Any, topic: str) -> None:
+    franz.create_topic(topic, partitions=1, **{"segment.bytes": 100})
+    for i in range(8):
+        franz.produce_values(topic, 0, [f"{i}-{j}" for j in range(3)])
+    franz.set_config(topic, "retention.bytes", 1)
+    import time
+
+    deadline = time.monotonic() + 30
+    while franz.offsets(topic, 0)[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    log_start, end = franz.offsets(topic, 0)
+    assert 0 < log_start < end == 24
+    strict = reader_conf({"url": franz.url, "subscribe": topic})
+    lenient = reader_conf({"url": franz.url, "subscribe": topic, "failOnDataLoss": "false"})
+    with FranzClient(strict.http) as client:
+        with pytest.raises(FranzDataLossError, match=f"offsets 2 to {log_start - 1} were deleted"):
+            list(iter_range(client, strict, topic, 0, 2, 24))
+        got = [r["offset"] for c in iter_range(client, lenient, topic, 0, 2, 24) for r in c]
+        assert got == list(range(log_start, 24))
+        # a range wholly deleted yields nothing (lenient) rather than reading past its end
+        assert list(iter_range(client, lenient, topic, 0, 0, 1)) == []
+
+
+# --- stream planning, driven like Spark's driver-side process -------------------------------
+
+
+def _stream(franz: Any, topic: str, **options: str) -> FranzStreamReader:
+    conf = reader_conf({"url": franz.url, "subscribe": topic, **options})
+    return FranzStreamReader(conf, franz_schema(False))
+
+
+def test_available_now_never_passes_its_snapshot(franz: Any, topic: str) -> None:
+    franz.create_topic(topic, partitions=2)
+    franz.produce_values(topic, 0, ["a"] * 5)
+    r = _stream(franz, topic, startingOffsets="earliest", maxOffsetsPerTrigger="3")
+    start = r.initialOffset()
+    assert start == {topic: {"0": 0, "1": 0}}
+    assert r.initialOffset() is start  # resolved once
+    r.prepareForTriggerAvailableNow()
+    franz.produce_values(topic, 1, ["late"] * 4)  # after the snapshot: not this run's
+    ends = []
+    while True:
+        end = r.latestOffset(start, r.getDefaultReadLimit())
+        if end == start:
+            break
+        ends.append(end)
+        parts = r.partitions(start, end)
+        assert all(isinstance(p, FranzRange) for p in parts)
+        start = end
+    assert ends == [{topic: {"0": 3, "1": 0}}, {topic: {"0": 5, "1": 0}}]
+    assert r.reportLatestOffset() == {topic: {"0": 5, "1": 0}}
+    assert r.partitions(start, start) == []
+
+
+def test_new_partitions_and_topics_join_the_stream(franz: Any, topic: str) -> None:
+    r = _stream(franz, topic)  # the topic does not exist yet
+    start = r.initialOffset()
+    assert start == {}
+    assert r.latestOffset(start, ReadAllAvailable()) == {}
+    franz.create_topic(topic, partitions=2)
+    franz.produce_values(topic, 1, ["x", "y"])
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end == {topic: {"0": 0, "1": 2}}
+    assert r.partitions(start, end) == [FranzRange(topic, 1, 0, 2)]
+
+
+def test_min_offsets_per_trigger_waits_for_a_backlog(franz: Any, topic: str) -> None:
+    franz.create_topic(topic, partitions=1)
+    r = _stream(
+        franz, topic, startingOffsets="earliest", minOffsetsPerTrigger="5", maxTriggerDelay="1h"
+    )
+    assert r.getDefaultReadLimit() == ReadMinRows(5)
+    start = r.initialOffset()
+    franz.produce_values(topic, 0, ["a"] * 2)
+    first = r.latestOffset(start, r.getDefaultReadLimit())  # the first trigger runs
+    assert first == {topic: {"0": 2}}
+    franz.produce_values(topic, 0, ["b"] * 2)
+    assert r.latestOffset(first, r.getDefaultReadLimit()) is first  # 2 < 5: wait
+    assert r.latestOffset(first, ReadAllAvailable()) == {topic: {"0": 4}}  # Trigger.Once
+    franz.produce_values(topic, 0, ["c"] * 3)
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == {topic: {"0": 7}}
+
+
+def test_reader_pickles_without_its_client(franz: Any, topic: str) -> None:
+    import pickle
+
+    franz.create_topic(topic, partitions=1)
+    r = _stream(franz, topic)
+    r.initialOffset()
+    assert r._client is not None
+    copy = pickle.loads(pickle.dumps(r))
+    assert copy._client is None and copy.conf == r.conf
+    assert to_json_offsets({("b", 10): 1, ("b", 2): 2, ("a", 0): 3}) == json.loads(
+        '{"a": {"0": 3}, "b": {"2": 2, "10": 1}}'
+    )
+    assert ReadMaxRows(3) == _stream(franz, topic, maxOffsetsPerTrigger="3").getDefaultReadLimit()
+
+
+def test_offset_json_must_cover_the_partitions_read(franz: Any, topic: str) -> None:
+    from spark_connector.datasource import FranzBatchReader
+
+    franz.create_topic(topic, partitions=2)
+    franz.produce_values(topic, 0, ["a", "b"])
+
+    def plan(**options: str) -> list[tuple[int, int, int]]:
+        conf = reader_conf({"url": franz.url, "path": topic, **options})
+        batch_checks(conf)
+        return [(r.partition, r.start, r.end)
+                for r in FranzBatchReader(conf, franz_schema()).plan()]
+
+    assert plan() == [(0, 0, 2), (1, 0, 0)]
+    assert plan(startingOffsets=json.dumps({topic: {"0": 1, "1": -2}})) == [(0, 1, 2), (1, 0, 0)]
+    with pytest.raises(FranzOptionError, match=f"no offset for {topic}-1"):
+        plan(startingOffsets=json.dumps({topic: {"0": 1}}))
+    with pytest.raises(FranzOptionError, match=f"{topic}-7 not read by this query"):
+        plan(startingOffsets=json.dumps({topic: {"0": 1, "1": 0, "7": 0}}))
+    with pytest.raises(FranzOptionError, match="offset 5 of .* is past the partition's end"):
+        plan(endingOffsets=json.dumps({topic: {"0": 5, "1": -1}}))
+    with pytest.raises(FranzOptionError, match="assign names partitions that do not exist"):
+        conf = reader_conf({"url": franz.url, "assign": json.dumps({topic: [0, 3]})})
+        FranzBatchReader(conf, franz_schema()).plan()
+
+
+def test_deleted_topic_is_data_loss_for_a_stream(franz: Any, topic: str) -> None:
+    franz.create_topic(topic, partitions=1)
+    franz.produce_values(topic, 0, ["a"])
+    strict = _stream(franz, topic, startingOffsets="earliest")
+    lenient = _stream(franz, topic, startingOffsets="earliest", failOnDataLoss="false")
+    start = strict.initialOffset()
+    assert lenient.initialOffset() == start == {topic: {"0": 0}}
+    r = franz.http.delete(f"/v3/clusters/{franz.cluster}/topics/{topic}")
+    assert r.status_code == 204, r.text
+    with pytest.raises(FranzDataLossError, match=f"partitions {topic}-0 were read by this query "
+                                                 "but no longer exist"):
+        strict.latestOffset(start, ReadAllAvailable())
+    assert lenient.latestOffset(start, ReadAllAvailable()) == {}
