@@ -8,18 +8,30 @@ Fixtures
   temporary directory. Skips the tests when java or the jars are missing.
 - ``zk_chroot`` (per test): ``"127.0.0.1:<port>/franz-<uuid>"``, a chroot of its own, so
   tests never see each other's znodes.
+
+Helpers
+- ``BrokerProcess``: one real ``franz broker`` process (``python -m app.cli broker``) on
+  a loopback port with its own data dir, ``--override`` properties and log file; start,
+  signal, SIGKILL, restart, stop.
+- ``wait_until(cond, timeout_s, what)``: poll until ``cond()`` is truthy, else fail.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
@@ -100,3 +112,83 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def zk_chroot(zookeeper: str) -> str:
     return f"{zookeeper}/franz-{uuid.uuid4().hex}"
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_until(cond: Callable[[], Any], timeout_s: float, what: str, *, every_s: float = 0.1) -> Any:
+    """``cond()``'s first truthy value, polled every ``every_s``; fails after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(every_s)
+
+
+@dataclass
+class BrokerProcess:
+    """One ``franz broker`` process; ``start()`` again after ``kill()`` restarts it on the
+    same port and data dir (its log file is appended to)."""
+
+    broker_id: int
+    port: int
+    data_dir: Path
+    zk: str
+    log_path: Path
+    overrides: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, *, ready_timeout_s: float = 40.0) -> None:
+        cmd = [sys.executable, "-m", "app.cli", "broker", "--broker-id", str(self.broker_id),
+               "--zookeeper", self.zk, "--host", "127.0.0.1", "--port", str(self.port),
+               "--data-dir", str(self.data_dir)]
+        for o in self.overrides:
+            cmd += ["--override", o]
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        wait_until(self._ready, ready_timeout_s, f"broker {self.broker_id} serving", every_s=0.2)
+
+    def _ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"broker {self.broker_id} exited:\n{self.log_tail()}")
+        try:
+            return httpx.get(f"{self.url}/v3/clusters", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.running:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
