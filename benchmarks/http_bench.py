@@ -49,265 +49,50 @@ import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
-BINARY = "application/vnd.kafka.binary.v2+json"
-V2 = "application/vnd.kafka.v2+json"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+if str(ROOT) not in sys.path:  # run as a script from any directory: import this tree's app
+    sys.path.insert(0, str(ROOT))
+
+# The generator pieces live in app/bench (shared with `franz bench`).
+from app.bench.http1 import BINARY, V2, HttpxConn, RawConn, Req, Resp, free_port, parse_addr  # noqa: E402
+from app.bench.stats import med, pct  # noqa: E402, F401  (pct: kept importable from here)
+from app.bench.workloads import (  # noqa: E402
+    LoadResult,
+    NextReq,
+    OnResp,
+    Target,
+    closed_loop,
+    e2e_latency,
+    machine_notes,
+    paced_load,
+    proc_cpu,
+    produce_body,
+    produce_req,
+    stop,
+    wait_ready,
+)
+from app.bench.workloads import spawn as _spawn  # noqa: E402
+
 BATCH = 1000
 VALUE_SIZE = 100
 READ_MAX_BYTES = BATCH * VALUE_SIZE  # key+value bytes of 1000 records
 
-
-# --- requests and connections ------------------------------------------------------------
-
-
-@dataclass
-class Req:
-    method: str
-    path: str
-    body: bytes = b""
-    headers: dict[str, str] = field(default_factory=dict)
-    _raw: bytes | None = None
-
-    def raw(self, host: str) -> bytes:
-        if self._raw is None:
-            lines = [f"{self.method} {self.path} HTTP/1.1", f"Host: {host}"]
-            lines += [f"{k}: {v}" for k, v in self.headers.items()]
-            if self.body or self.method in ("POST", "PUT"):
-                lines.append(f"Content-Length: {len(self.body)}")
-            self._raw = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body
-        return self._raw
+__all__ = ["BINARY", "V2", "HttpxConn", "LoadResult", "RawConn", "Req", "Resp", "Target",
+           "closed_loop", "parse_addr", "proc_cpu", "produce_body", "produce_req"]
 
 
-Resp = tuple[int, dict[str, str], bytes]
-
-
-class RawConn:
-    """HTTP/1.1 keep-alive over asyncio streams; one request at a time."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.hostport = f"{host}:{port}"
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def connect(self) -> RawConn:
-        self.reader, self.writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
-        sock = self.writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return self
-
-    async def send(self, req: Req) -> Resp:
-        assert self.reader is not None and self.writer is not None
-        self.writer.write(req.raw(self.hostport))
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        status = int(head[9:12])
-        headers: dict[str, str] = {}
-        for line in head[:-4].split(b"\r\n")[1:]:
-            k, _, v = line.partition(b":")
-            headers[k.strip().lower().decode("latin-1")] = v.strip().decode("latin-1")
-        if "content-length" in headers:
-            body = await self.reader.readexactly(int(headers["content-length"]))
-        elif headers.get("transfer-encoding", "").lower() == "chunked":
-            parts = []
-            while True:
-                size = int((await self.reader.readuntil(b"\r\n"))[:-2].split(b";")[0], 16)
-                chunk = await self.reader.readexactly(size + 2)
-                if size == 0:
-                    break
-                parts.append(chunk[:-2])
-            body = b"".join(parts)
-        else:
-            body = b""
-        return status, headers, body
-
-    async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            with contextlib.suppress(Exception):
-                await self.writer.wait_closed()
-
-
-class HttpxConn:
-    """The same interface over one httpx.AsyncClient with one keep-alive connection."""
-
-    def __init__(self, host: str, port: int) -> None:
-        import httpx  # noqa: PLC0415
-
-        self.base = f"http://{host}:{port}"
-        self.client = httpx.AsyncClient(
-            base_url=self.base,
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-            timeout=30.0,
-        )
-
-    async def connect(self) -> HttpxConn:
-        return self
-
-    async def send(self, req: Req) -> Resp:
-        r = await self.client.request(req.method, req.path, content=req.body or None,
-                                      headers=req.headers)
-        return r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.content
-
-    async def close(self) -> None:
-        await self.client.aclose()
-
-
-def parse_addr(addr: str) -> tuple[str, int]:
-    host, _, port = addr.rpartition(":")
-    if host not in ("127.0.0.1", "localhost", "::1", "[::1]"):
-        raise SystemExit(f"servers must be on loopback, not {host!r}")
-    return host, int(port)
-
-
-# --- payloads ------------------------------------------------------------------------------
-
-
-def produce_body(n: int, size: int = VALUE_SIZE) -> bytes:
-    return orjson.dumps(
-        {"records": [{"value": base64.b64encode(os.urandom(size)).decode()} for _ in range(n)]}
-    )
-
-
-def produce_req(path: str, body: bytes) -> Req:
-    return Req("POST", path, body, {"Content-Type": BINARY, "Accept": V2})
-
-
-# --- CPU accounting ------------------------------------------------------------------------
-
-
-def proc_cpu(pid: int | None) -> float:
-    """User+system CPU seconds of a process (all threads); 0 when unknown."""
-    if pid is None:
-        return 0.0
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-@dataclass
-class Target:
-    name: str
-    host: str
-    port: int
-    pid: int | None = None
-
-
-# --- closed-loop throughput ----------------------------------------------------------------
-
-
-@dataclass
-class LoadResult:
-    requests: int = 0
-    records: int = 0
-    bytes: int = 0
-    errors: int = 0
-    seconds: float = 0.0
-    server_cpu: float = 0.0
-    client_cpu: float = 0.0
-    latencies: list[float] = field(default_factory=list)
-
-    def summary(self) -> dict[str, Any]:
-        s = self.seconds or 1e-9
-        lat = sorted(self.latencies)
-        return {
-            "requests": self.requests,
-            "records": self.records,
-            "errors": self.errors,
-            "seconds": round(self.seconds, 3),
-            "req_per_s": self.requests / s,
-            "rec_per_s": self.records / s,
-            "mb_per_s": self.bytes / s / 1e6,
-            "server_cpu_util": self.server_cpu / s,
-            "client_cpu_util": self.client_cpu / s,
-            "server_cpu_us_per_req": 1e6 * self.server_cpu / self.requests if self.requests else None,
-            "client_cpu_us_per_req": 1e6 * self.client_cpu / self.requests if self.requests else None,
-            "req_latency_ms_p50": 1e3 * pct(lat, 50) if lat else None,
-            "req_latency_ms_p99": 1e3 * pct(lat, 99) if lat else None,
-        }
-
-
-def pct(sorted_values: list[float], p: float) -> float:
-    if not sorted_values:
-        return float("nan")
-    k = min(len(sorted_values) - 1, max(0, round(p / 100 * (len(sorted_values) - 1))))
-    return sorted_values[k]
-
-
-# A "job" tells a connection what to send next and how many records/bytes an answer holds.
-NextReq = Callable[[int], Req]
-OnResp = Callable[[int, Req, Resp], Awaitable[tuple[int, int]]]
-
-
-async def closed_loop(
-    target: Target, conns: list[Any], next_req: NextReq, on_resp: OnResp, *,
-    warmup: float, duration: float, max_requests: int,
-) -> LoadResult:
-    res = LoadResult()
-    loop_t = time.perf_counter
-    t_start = loop_t() + warmup
-    t_end = t_start + duration
-    marks: dict[str, float] = {}
-
-    async def clock() -> None:
-        await asyncio.sleep(max(0.0, t_start - loop_t()))
-        marks["s0"], marks["c0"], marks["t0"] = proc_cpu(target.pid), time.process_time(), loop_t()
-        await asyncio.sleep(max(0.0, t_end - loop_t()))
-        marks["s1"], marks["c1"], marks["t1"] = proc_cpu(target.pid), time.process_time(), loop_t()
-
-    async def worker(i: int, conn: Any) -> None:
-        sent = 0
-        while sent < max_requests:
-            t0 = loop_t()
-            if t0 >= t_end:
-                return
-            req = next_req(i)
-            resp = await conn.send(req)
-            t1 = loop_t()
-            sent += 1
-            if resp[0] >= 300:
-                res.errors += 1
-                if res.errors > 20:
-                    raise RuntimeError(f"{target.name}: too many errors, last {resp[0]} {resp[2][:300]!r}")
-                continue
-            records, nbytes = await on_resp(i, req, resp)
-            if t0 >= t_start and t1 <= t_end:
-                res.requests += 1
-                res.records += records
-                res.bytes += nbytes
-                res.latencies.append(t1 - t0)
-
-    clock_task = asyncio.ensure_future(clock())
-    await asyncio.gather(*(worker(i, c) for i, c in enumerate(conns)))
-    if "t1" not in marks:  # stopped early by max_requests
-        marks["s1"], marks["c1"], marks["t1"] = proc_cpu(target.pid), time.process_time(), loop_t()
-        clock_task.cancel()
-    else:
-        await clock_task
-    if "t0" not in marks:
-        raise RuntimeError("the run ended before the warm-up did; raise --max-requests")
-    res.seconds = marks["t1"] - marks["t0"]
-    res.server_cpu = marks["s1"] - marks["s0"]
-    res.client_cpu = marks["c1"] - marks["c0"]
-    return res
+def spawn(cmd: list[str], cpu: int | None, log: Path, cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+    return _spawn(cmd, cpu, log, cwd=cwd)
 
 
 # --- the benchmark ---------------------------------------------------------------------------
@@ -518,50 +303,10 @@ class Bench:
             base = await self._new_instance(cons, start=None, topic=topic, seek_end=True)
             get = Req("GET", base + "/records?timeout=1000", b"", {"Accept": BINARY})
             post_path = f"/topics/{topic}"
-        sent: dict[int, float] = {}
-        got: dict[int, float] = {}
-        arrived: dict[int, asyncio.Event] = {}
-        done = False
-
-        async def consumer() -> None:
-            while not done:
-                status, _h, body = await cons.send(get)
-                now = time.perf_counter()
-                if status != 200:
-                    raise RuntimeError(f"long poll: {status} {body[:300]!r}")
-                for row in orjson.loads(body):
-                    seq = int(base64.b64decode(row["value"]))
-                    got.setdefault(seq, now)
-                    ev = arrived.get(seq)
-                    if ev is not None:
-                        ev.set()
-
         bg_task = asyncio.ensure_future(background()) if background is not None else None
-        cons_task = asyncio.ensure_future(consumer())
-        await asyncio.sleep(0.2)  # let the first long poll park
-        lost = 0
         try:
-            for seq in range(samples):
-                body = orjson.dumps({"records": [{"value": base64.b64encode(str(seq).encode()).decode()}]})
-                req = produce_req(post_path, body)
-                ev = arrived[seq] = asyncio.Event()
-                sent[seq] = time.perf_counter()
-                status, _h, rbody = await prod.send(req)
-                if status != 200:
-                    raise RuntimeError(f"latency produce: {status} {rbody[:300]!r}")
-                try:
-                    await asyncio.wait_for(ev.wait(), 2.0)
-                except TimeoutError:
-                    lost += 1
-                await asyncio.sleep(gap)
+            out = await e2e_latency(prod, cons, post_path, get, samples=samples, gap_s=gap)
         finally:
-            done = True
-            # one more record wakes the last long poll so the consumer loop ends promptly
-            with contextlib.suppress(Exception):
-                await prod.send(produce_req(post_path, orjson.dumps(
-                    {"records": [{"value": base64.b64encode(b"-1").decode()}]})))
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(cons_task, 3.0)
             bg = None
             if bg_task is not None:
                 bg = await bg_task
@@ -569,16 +314,6 @@ class Bench:
             await cons.close()
             if base is not None:
                 await self._delete_instances(target, [base])
-        lat = sorted(got[s] - sent[s] for s in sent if s in got)
-        out = {
-            "samples": len(lat),
-            "lost": lost,
-            "p50_ms": 1e3 * pct(lat, 50),
-            "p90_ms": 1e3 * pct(lat, 90),
-            "p99_ms": 1e3 * pct(lat, 99),
-            "max_ms": 1e3 * lat[-1] if lat else None,
-            "mean_ms": 1e3 * statistics.fmean(lat) if lat else None,
-        }
         if bg is not None:
             out["background"] = bg
         return out
@@ -586,37 +321,8 @@ class Bench:
     async def paced_produce(self, target: Target, rate_rec_s: float, stop: Callable[[], bool],
                             max_seconds: float) -> dict[str, Any]:
         """Open-loop 1000-record POSTs at ``rate_rec_s`` records/s over 4 connections."""
-        n_conns = 4
-        conns = await self.conns(target, n_conns, RawConn)
         req = produce_req("/topics/bench-load", self.batch_body)
-        interval = BATCH * n_conns / max(rate_rec_s, 1.0)  # per connection
-        t_begin = time.perf_counter()
-        count = 0
-        late = 0
-
-        async def worker(i: int, conn: RawConn) -> None:
-            nonlocal count, late
-            t_next = t_begin + i * interval / n_conns
-            while not stop() and time.perf_counter() - t_begin < max_seconds:
-                delay = t_next - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                else:
-                    late += 1
-                status, _h, body = await conn.send(req)
-                if status != 200:
-                    raise RuntimeError(f"paced produce: {status} {body[:300]!r}")
-                count += 1
-                t_next += interval
-
-        try:
-            await asyncio.gather(*(worker(i, c) for i, c in enumerate(conns)))
-        finally:
-            for c in conns:
-                await c.close()
-        secs = time.perf_counter() - t_begin
-        return {"target_rec_per_s": rate_rec_s, "rec_per_s": count * BATCH / secs,
-                "late_sends": late, "seconds": secs}
+        return await paced_load(target, req, BATCH, rate_rec_s, stop, max_seconds, n_conns=4)
 
     async def latency_load(self, target: Target, produce_rate: float) -> dict[str, Any]:
         stop_flag = {"stop": False}
@@ -642,54 +348,6 @@ class Bench:
 
 
 # --- orchestration ----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def spawn(cmd: list[str], cpu: int | None, log: Path, cwd: Path = ROOT) -> subprocess.Popen[bytes]:
-    if cpu is not None and shutil.which("taskset"):
-        cmd = ["taskset", "-c", str(cpu), *cmd]
-    f = open(log, "wb")  # noqa: SIM115  (closed with the process)
-    return subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-async def wait_ready(t: Target, path: str, proc: subprocess.Popen[bytes] | None, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{t.name} exited: {log.read_text()[-2000:]}")
-        try:
-            c = await RawConn(t.host, t.port).connect()
-            try:
-                status, _h, _b = await c.send(Req("GET", path, b"", {"Accept": V2}))
-                if status < 500:
-                    return
-            finally:
-                await c.close()
-        except OSError:
-            pass
-        await asyncio.sleep(0.2)
-    raise RuntimeError(f"{t.name} not ready after 60 s")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
-def med(values: list[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return statistics.median(vals) if vals else None
 
 
 CASES = ("produce", "produce1", "consume_range", "consume_instance", "tiny", "latency_idle",
@@ -895,18 +553,6 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             print(f"logs kept in {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def machine_notes() -> dict[str, Any]:
-    notes: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count()}
-    with contextlib.suppress(OSError):
-        notes["loadavg_at_start"] = os.getloadavg()
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                notes["cpu"] = line.split(":", 1)[1].strip()
-                break
-    return notes
 
 
 def main() -> None:

@@ -5,6 +5,9 @@ shell tools; they talk to any franz server over HTTP (the v3 API where it has th
     consumer-groups  kafka-consumer-groups.sh: --list | --describe | --reset-offsets | --delete
     produce          kafka-console-producer.sh: lines from stdin
     consume          kafka-console-consumer.sh: records to stdout
+    reassign-partitions  kafka-reassign-partitions.sh: --execute | --verify
+    leader-election  kafka-leader-election.sh (preferred)
+    bench            load generator: produce, consume, e2e latency, ceiling (bench.py)
 
 This module only declares the arguments (``add_admin_commands``) and dispatches
 (``run_admin_command``); each family lives in its own module, imported when it runs, so
@@ -141,12 +144,42 @@ def _consume(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(handler="app.commands.consume", subparser=p)
 
 
+def _reassign(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("reassign-partitions", parents=[common],
+                       help="move partition replicas between brokers",
+                       description="Move replicas, like kafka-reassign-partitions.sh.")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--execute", dest="action", action="store_const", const="execute",
+                        help="start the reassignment in the file")
+    action.add_argument("--verify", dest="action", action="store_const", const="verify",
+                        help="exit 0 when every partition of the file has moved")
+    p.add_argument("--reassignment-json-file", metavar="FILE",
+                   help='{"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}')
+    p.set_defaults(handler="app.commands.reassign", subparser=p)
+
+
+def _leader_election(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("leader-election", parents=[common],
+                       help="move leaders back to their preferred replicas",
+                       description="Preferred leader election, like kafka-leader-election.sh "
+                                   "--election-type PREFERRED.")
+    p.add_argument("--topic", help="the topic (all its partitions, or --partition)")
+    p.add_argument("--partition", type=_non_negative, help="one partition of --topic")
+    p.add_argument("--all-topic-partitions", action="store_true", help="every partition")
+    p.add_argument("--path-to-json-file", metavar="FILE",
+                   help='{"partitions":[{"topic":..,"partition":..}]}')
+    p.set_defaults(handler="app.commands.leader_election", subparser=p)
+
+
 def add_admin_commands(sub: Any) -> None:
     """Declare ``topics``, ``consumer-groups``, ``produce`` and ``consume`` on the
     ``franz`` subparsers."""
     common = _common()
-    for declare in (_topics, _groups, _produce, _consume):
+    for declare in (_topics, _groups, _produce, _consume, _reassign, _leader_election):
         declare(sub, common)
+    from app.commands.bench import add_bench_command  # noqa: PLC0415  (franz bench)
+
+    add_bench_command(sub, common)
 
 
 def run_admin_command(args: argparse.Namespace) -> int:
