@@ -1,6 +1,6 @@
-"""The progress line of ``franz bench`` on stderr: rewritten in place (``\\r``) every
-``interval`` seconds while a load runs, erased at the end. Off unless enabled (stderr
-is a terminal, or ``--progress``)."""
+"""The progress line of ``franz bench`` on stderr, every ``interval`` seconds while a
+load runs: on a terminal rewritten in place (``\\r``) and erased at the end; elsewhere
+(``--progress`` into a file or pipe) one plain line each time. Off unless enabled."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ class ProgressLine:
         self.start = time.monotonic()
         self._task: asyncio.Task[None] | None = None
         self.lines = 0
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
 
     def render(self) -> str:
         records, nbytes = self.counts()
@@ -37,7 +38,8 @@ class ProgressLine:
 
     def show(self) -> None:
         if self.enabled:
-            self.stream.write("\r\x1b[K" + self.render())
+            text = self.render()
+            self.stream.write("\r\x1b[K" + text if self.tty else text + "\n")
             self.stream.flush()
             self.lines += 1
 
@@ -56,7 +58,7 @@ class ProgressLine:
         if self._task is not None:
             self._task.cancel()
             self._task = None
-        if self.enabled:
+        if self.enabled and self.tty:
             with contextlib.suppress(Exception):
                 self.stream.write("\r\x1b[K")
                 self.stream.flush()
