@@ -28,6 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from core.broker import errors as be
+from core.broker.reassignment import ReassignmentInProgressError
 from core.errors import FranzError, InvalidRequestError
 from core.storage import errors as se
 
@@ -104,6 +105,7 @@ ERROR_TABLE: dict[type[FranzError], ErrorSpec] = {
     be.InvalidPartitionsError: _BAD,
     be.InvalidReplicationFactorError: _BAD,
     be.InvalidReplicaAssignmentError: _BAD,
+    ReassignmentInProgressError: _BAD,
     be.InvalidRequiredAcksError: _BAD,
     be.TopicDeletionDisabledError: _BAD,
     be.OffsetMetadataTooLargeError: _BAD,

@@ -2,7 +2,8 @@
 
     clusters         /v3/clusters, the cluster, brokers, a broker's replicas, ACLs (none)
     topics           list, describe, create, PATCH partitions_count, delete
-    partitions       partitions, offsets, replicas, reassignments (none)
+    partitions       partitions, offsets, replicas
+    reassignments    ongoing reassignments; franz: start one, preferred leader election
     configs          topic configs (read, set, reset, alter; applied live), broker configs
     consumer_groups  groups, consumers, assignments
     lags             per-partition lags and the group lag summary
@@ -19,13 +20,24 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.v3 import clusters, configs, consumer_groups, lags, partitions, produce, records, topics
+from api.v3 import (
+    clusters,
+    configs,
+    consumer_groups,
+    lags,
+    partitions,
+    produce,
+    reassignments,
+    records,
+    topics,
+)
 from api.v3.group_admin import router as group_admin_router  # franz: offsets, reset, delete
 from api.v3.models import OPENAPI_SCHEMAS
 
 router = APIRouter()
 router.include_router(clusters.root_router)
 # Order matters where paths overlap: "/topics/-/..." routes precede "/topics/{topic_name}/...".
+router.include_router(reassignments.router)  # before partitions: replaces its empty lists
 for _module in (clusters, configs, topics, partitions, consumer_groups, lags, produce, records):
     router.include_router(_module.router)
 router.include_router(group_admin_router)

@@ -21,6 +21,7 @@ from core.broker.errors import (
     UnknownTopicError,
 )
 from core.broker.metadata import (
+    BrokerIdInUseError,
     BrokerRegistration,
     EventKind,
     MetadataEvent,
@@ -76,6 +77,9 @@ class Broker:
         self.cache = MetadataCache()
         self.controller = Controller(self.broker_id, store,
                                      delete_topic_enable=config["delete.topic.enable"])
+        self.controller.auto_rebalance = config["auto.leader.rebalance.enable"]
+        self.controller.imbalance_check_interval_s = config["leader.imbalance.check.interval.seconds"]
+        self.controller.imbalance_pct = config["leader.imbalance.per.broker.percentage"]
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.consumers = None  # type: ignore[assignment]  # ConsumerManager, set in start()
@@ -100,9 +104,15 @@ class Broker:
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.clock, hws)
         self.replication.attach()
         self.store.subscribe(self._on_metadata_event)
-        await self.store.register_broker(BrokerRegistration(
-            self.broker_id, self.config["advertised.host"] or self.config["host"],
-            self.config["port"], timestamp_ms=self.clock.now_ms()))
+        try:
+            await self.store.register_broker(BrokerRegistration(
+                self.broker_id, self.config["advertised.host"] or self.config["host"],
+                self.config["port"], timestamp_ms=self.clock.now_ms()))
+        except BrokerIdInUseError as exc:  # fail fast: never two brokers with one id
+            log.error("cannot start: %s", exc)
+            await self.store.close()
+            await run_blocking(self.log_manager.close)
+            raise
         await self.controller.maybe_elect()
         await self._refresh_brokers()
         for name in await self.store.topic_names():
@@ -142,8 +152,18 @@ class Broker:
         self.controller.on_event(event)
         if event.kind is EventKind.BROKERS_CHANGED:
             asyncio.ensure_future(self._refresh_brokers())
+        elif event.kind is EventKind.SESSION_EXPIRED and self.replica_manager is not None:
+            self.replica_manager.fence_leaders()  # no split brain until re-synced
+        elif event.kind is EventKind.SESSION_RESTORED:
+            asyncio.ensure_future(self._resync_all())
         elif event.topic is not None:
             asyncio.ensure_future(self._sync_topic(event.topic))
+
+    async def _resync_all(self) -> None:
+        """After a new ZooKeeper session: every topic again (gives back leadership)."""
+        await self._refresh_brokers()
+        for name in await self.store.topic_names():
+            await self._sync_topic(name)
 
     async def _refresh_brokers(self) -> None:
         regs = await self.store.live_brokers()

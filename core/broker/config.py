@@ -68,6 +68,9 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("replica.socket.timeout.ms", int, 30000, "timeout of broker-to-broker HTTP calls"),
     _p("controlled.shutdown.enable", bool, True, "move leadership away before a clean exit"),
     _p("controlled.shutdown.timeout.ms", int, 5000, "how long a clean exit waits for leadership to move"),
+    _p("auto.leader.rebalance.enable", bool, True, "move leadership back to preferred replicas when imbalanced"),
+    _p("leader.imbalance.check.interval.seconds", int, 300, "how often the controller checks leader imbalance"),
+    _p("leader.imbalance.per.broker.percentage", int, 10, "share of a broker's preferred partitions led elsewhere that triggers a rebalance"),
 )
 
 _BY_NAME = {p.name: p for p in BROKER_PROPERTIES}

@@ -18,7 +18,27 @@ retry), fenced by the controller epoch in the ZooKeeper store. Brokers learn the
 leaders from their ZooKeeper watches on the partition state znodes (no LeaderAndIsr
 push): the store's PARTITION_STATE_CHANGED event makes each broker re-sync the topic.
 When ``/controller`` disappears (CONTROLLER_CHANGED with no holder) every broker runs
-for the role; the winner reconciles at once (``onControllerFailover``).
+for the role; the winner reconciles at once (``onControllerFailover``) and resumes any
+admin request left in ZooKeeper.
+
+ZooKeeper session expiry (SESSION_EXPIRED): the controller resigns at once (its
+``/controller`` is gone with the session); once the store registered the broker again
+(SESSION_RESTORED) it runs for the role like everyone else.
+
+Preferred-replica election (kafka-internals 3.3): ``elect_preferred_leaders`` moves
+leadership back to the first replica of a partition when it is alive and in the ISR
+(leader epoch + 1, ISR unchanged). It runs on request (Kafka's
+``/admin/preferred_replica_election`` znode, deleted when done) and, with
+``auto.leader.rebalance.enable``, every ``leader.imbalance.check.interval.seconds`` for
+the brokers whose share of not-led preferred partitions exceeds
+``leader.imbalance.per.broker.percentage``.
+
+Partition reassignment (``/admin/reassign_partitions``): each partition moves through
+``core.broker.reassignment.next_step`` (expand to RAR = target + old, wait for the target
+replicas to join the ISR, move the leader into the target set and drop the old replicas,
+write the target assignment); the request is deleted when every partition is done.
+Progress is re-checked on every partition-state change and broker change while a request
+is pending, and resumed by a new controller.
 
 Topic admin on a broker that is not the controller: the write goes straight to the
 store (ZooKeeper multi-ops, atomic; a concurrent create of the same name fails with
@@ -36,12 +56,17 @@ from collections.abc import Collection, Mapping
 
 from core.broker.errors import (
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
     UnknownTopicError,
 )
-from core.broker.leader_election import elect_on_broker_change
+from core.broker.leader_election import (
+    elect_on_broker_change,
+    elect_preferred,
+    imbalanced_partitions,
+)
 from core.broker.metadata import (
     BadVersionError,
     EventKind,
@@ -49,6 +74,18 @@ from core.broker.metadata import (
     MetadataStore,
     PartitionState,
     TopicAssignment,
+)
+from core.broker.reassignment import (
+    PREFERRED_REPLICA_ELECTION,
+    REASSIGN_PARTITIONS,
+    ReassignmentInProgressError,
+    Step,
+    check_targets,
+    encode_election,
+    encode_reassignment,
+    next_step,
+    parse_election,
+    parse_reassignment,
 )
 from core.broker.replica_assignment import assign_replicas
 from core.errors import FranzError
@@ -72,8 +109,15 @@ class Controller:
         self.delete_topic_enable = delete_topic_enable
         self.unclean_default = False  # broker default of unclean.leader.election.enable
         self.shutting_down: set[int] = set()  # brokers in controlled shutdown
+        # auto.leader.rebalance.enable and friends (set by the broker from its config)
+        self.auto_rebalance = True
+        self.imbalance_check_interval_s = 300.0
+        self.imbalance_pct = 10
+        self._rebalancer: asyncio.Task[None] | None = None
+        self._reassigning = False  # a reassignment request is pending (re-check on changes)
         self._work = asyncio.Lock()
         self._pending = False
+        self._admin_pending = False
         self._stopped = False
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -86,7 +130,19 @@ class Controller:
         if epoch is not None:
             self.epoch = self.known_epoch = epoch
             log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+            self._on_elected()
         return self.is_active
+
+    def _on_elected(self) -> None:
+        """Resume pending admin requests; start the auto leader rebalance."""
+        if self._stopped:
+            return
+        self._reassigning = True
+        self._spawn(self._admin_coalesced())
+        if self.auto_rebalance and (self._rebalancer is None or self._rebalancer.done()):
+            self._rebalancer = asyncio.get_running_loop().create_task(self._rebalance_loop())
+            self._tasks.add(self._rebalancer)
+            self._rebalancer.add_done_callback(self._tasks.discard)
 
     def _check_active(self) -> int:
         """The controller epoch to stamp on writes: ours when active, else the last seen
@@ -115,6 +171,23 @@ class Controller:
                 self.shutting_down.discard(event.extra.get("broker_id"))  # type: ignore[arg-type]
             if self.is_active:
                 self.schedule_reconcile()
+                if self._reassigning:
+                    self._spawn(self._admin_coalesced())
+        elif event.kind is EventKind.ADMIN_REQUEST:
+            if self.is_active:
+                if event.extra.get("name") == REASSIGN_PARTITIONS:
+                    self._reassigning = True
+                self._spawn(self._admin_coalesced())
+        elif event.kind is EventKind.PARTITION_STATE_CHANGED:
+            if self.is_active and self._reassigning:
+                self._spawn(self._admin_coalesced())
+        elif event.kind is EventKind.SESSION_EXPIRED:
+            if self.epoch is not None:
+                log.warning("broker %d resigns as controller: its ZooKeeper session expired",
+                            self.broker_id)
+            self.epoch = None
+        elif event.kind is EventKind.SESSION_RESTORED:
+            self._spawn(self._run_for_controller())
 
     async def controlled_shutdown(self, broker_id: int) -> int:
         """Move leadership away from ``broker_id`` and drop it from the ISRs (where another
@@ -154,6 +227,27 @@ class Controller:
                 await self._reconcile_coalesced()
         except FranzError as exc:
             log.warning("broker %d: running for controller failed: %s", self.broker_id, exc)
+
+    async def _admin_coalesced(self) -> None:
+        """Work off the admin requests (reassignment, preferred election); coalesced like
+        reconcile, serialized with it."""
+        if self._admin_pending:
+            return
+        self._admin_pending = True
+        async with self._work:
+            self._admin_pending = False
+            if self.epoch is None:
+                return
+            try:
+                await self.process_preferred_election_request()
+                await self.process_reassignment_request()
+            except FranzError as exc:
+                log.warning("controller: admin request failed (%s); retrying soon", exc)
+                self._spawn(self._retry_admin_later())
+
+    async def _retry_admin_later(self) -> None:
+        await asyncio.sleep(1.0)
+        await self._admin_coalesced()
 
     async def _reconcile_coalesced(self) -> None:
         """Many events in a row cause one or two passes, never overlapping ones."""
@@ -218,6 +312,202 @@ class Controller:
             return True
         return False
 
+    # --- preferred-replica election ---------------------------------------------------
+
+    async def request_preferred_election(self, body: object | None) -> list[tuple[str, int]]:
+        """Validate Kafka's election JSON (None: every partition) and write the request
+        znode for the controller; returns the partitions named."""
+        if body is None:
+            parts = [(t, p) for t in await self.store.topic_names()
+                     for p in sorted(((await self.store.get_topic(t)) or
+                                      TopicAssignment(t, "", {})).partitions)]
+        else:
+            parts = parse_election(body)
+            for t, p in parts:
+                assignment = await self.store.get_topic(t)
+                if assignment is None or p not in assignment.partitions:
+                    raise UnknownTopicError(f"Partition {t}-{p} does not exist.")
+        if not await self.store.create_admin_request(PREFERRED_REPLICA_ELECTION,
+                                                     encode_election(parts)):
+            raise ReassignmentInProgressError(
+                "A preferred replica election is already in progress; try again when it ends.")
+        return parts
+
+    async def process_preferred_election_request(self) -> None:
+        data = await self.store.get_admin_request(PREFERRED_REPLICA_ELECTION)
+        if data is None:
+            return
+        try:
+            parts = parse_election(data)
+        except InvalidReplicaAssignmentError as exc:
+            log.error("controller: dropping a malformed preferred election request: %s", exc)
+        else:
+            moved = await self.elect_preferred_leaders(parts)
+            log.info("controller: preferred replica election of %d partition(s): %d moved",
+                     len(parts), len(moved))
+        await self.store.delete_admin_request(PREFERRED_REPLICA_ELECTION)
+
+    async def elect_preferred_leaders(self, parts: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Move leadership of ``parts`` to their preferred replica where it can lead now;
+        returns the partitions whose leader changed. Active controller only."""
+        live = set(await self._live_broker_ids()) - self.shutting_down
+        by_topic: dict[str, list[int]] = {}
+        for t, p in parts:
+            by_topic.setdefault(t, []).append(p)
+        moved = []
+        for topic, partitions in sorted(by_topic.items()):
+            assignment = await self.store.get_topic(topic)
+            if assignment is None:
+                continue
+            states = await self.store.get_partition_states(topic)
+            for p in partitions:
+                state, replicas = states.get(p), assignment.partitions.get(p)
+                if state is None or replicas is None or self.epoch is None:
+                    continue
+                new = elect_preferred(state, replicas, live, controller_epoch=self.epoch)
+                if new is None:
+                    continue
+                try:
+                    await self.store.update_partition_state(topic, p, new,
+                                                            expected_version=state.version)
+                except BadVersionError:
+                    continue  # changed meanwhile; the next check will see it
+                log.info("controller: preferred leader %d elected for %s-%d (epoch %d)",
+                         new.leader, topic, p, new.leader_epoch)
+                moved.append((topic, p))
+        return moved
+
+    async def _rebalance_loop(self) -> None:
+        while not self._stopped and self.is_active:
+            await asyncio.sleep(self.imbalance_check_interval_s)
+            if self._stopped or not self.is_active:
+                return
+            try:
+                async with self._work:
+                    await self.rebalance_imbalanced()
+            except FranzError as exc:
+                log.warning("controller: leader rebalance check failed: %s", exc)
+
+    async def rebalance_imbalanced(self) -> list[tuple[str, int]]:
+        """Kafka's auto leader rebalance pass; skipped while a reassignment runs."""
+        if self.epoch is None or await self.store.get_admin_request(REASSIGN_PARTITIONS):
+            return []
+        live = set(await self._live_broker_ids()) - self.shutting_down
+        assignments, states = {}, {}
+        for name in await self.store.topic_names():
+            assignment = await self.store.get_topic(name)
+            if assignment is None:
+                continue
+            st = await self.store.get_partition_states(name)
+            for p, replicas in assignment.partitions.items():
+                assignments[(name, p)] = replicas
+                if p in st:
+                    states[(name, p)] = st[p]
+        parts = imbalanced_partitions(assignments, states, live,
+                                      max_imbalance_pct=self.imbalance_pct)
+        return await self.elect_preferred_leaders(parts) if parts else []
+
+    # --- partition reassignment -------------------------------------------------------
+
+    async def request_reassignment(self, body: object) -> dict[tuple[str, int], tuple[int, ...]]:
+        """Validate Kafka's reassignment JSON and write ``/admin/reassign_partitions``;
+        ReassignmentInProgressError if one is running."""
+        targets = parse_reassignment(body)
+        if not targets:
+            raise InvalidReplicaAssignmentError("The reassignment names no partitions")
+        partitions: dict[tuple[str, int], object] = {}
+        for t in {t for t, _ in targets}:
+            assignment = await self.store.get_topic(t)
+            if assignment is None:
+                raise UnknownTopicError(f"Topic '{t}' not found.")
+            partitions.update({(t, p): r for p, r in assignment.partitions.items()})
+        check_targets(targets, partitions, await self._live_broker_ids())
+        if not await self.store.create_admin_request(REASSIGN_PARTITIONS,
+                                                     encode_reassignment(targets)):
+            raise ReassignmentInProgressError("There is an existing assignment running.")
+        return targets
+
+    async def reassignments(self) -> list[tuple[str, int, tuple[int, ...], tuple[int, ...],
+                                                tuple[int, ...]]]:
+        """Partitions still moving: (topic, partition, replicas now, adding, removing)."""
+        data = await self.store.get_admin_request(REASSIGN_PARTITIONS)
+        if data is None:
+            return []
+        try:
+            targets = parse_reassignment(data)
+        except InvalidReplicaAssignmentError:
+            return []
+        out = []
+        cache: dict[str, TopicAssignment | None] = {}
+        for (t, p), target in sorted(targets.items()):
+            if t not in cache:
+                cache[t] = await self.store.get_topic(t)
+            assignment = cache[t]
+            if assignment is None or p not in assignment.partitions:
+                continue
+            cur = assignment.partitions[p]
+            if cur == target:
+                continue
+            adding = assignment.adding.get(p) or tuple(r for r in target if r not in cur)
+            removing = assignment.removing.get(p) or tuple(r for r in cur if r not in target)
+            out.append((t, p, cur, adding, removing))
+        return out
+
+    async def process_reassignment_request(self) -> None:
+        data = await self.store.get_admin_request(REASSIGN_PARTITIONS)
+        if data is None:
+            self._reassigning = False
+            return
+        self._reassigning = True
+        try:
+            targets = parse_reassignment(data)
+        except InvalidReplicaAssignmentError as exc:
+            log.error("controller: dropping a malformed reassignment request: %s", exc)
+            await self.store.delete_admin_request(REASSIGN_PARTITIONS)
+            self._reassigning = False
+            return
+        live = set(await self._live_broker_ids())
+        pending = 0
+        for (t, p), target in sorted(targets.items()):
+            for _ in range(4):  # a few steps at once when nothing needs to wait
+                step = await self._reassign_step(t, p, target, live)
+                if step in (Step.DONE, Step.WAIT):
+                    break
+            pending += step is not Step.DONE
+        if pending == 0 and self.epoch is not None:
+            await self.store.delete_admin_request(REASSIGN_PARTITIONS)
+            self._reassigning = False
+            log.info("controller: reassignment of %d partition(s) completed", len(targets))
+
+    async def _reassign_step(self, topic: str, partition: int, target: tuple[int, ...],
+                             live: set[int]) -> Step:
+        assignment = await self.store.get_topic(topic)
+        if assignment is None or partition not in assignment.partitions or self.epoch is None:
+            return Step.DONE  # deleted meanwhile: nothing left to move
+        state = (await self.store.get_partition_states(topic)).get(partition)
+        plan = next_step(assignment.partitions[partition], target, state, live,
+                         controller_epoch=self.epoch)
+        if plan.step is Step.EXPAND:
+            await self.store.set_assignment(_with_replicas(assignment, partition, plan.replicas,
+                                                           plan.adding, plan.removing))
+            log.info("controller: reassigning %s-%d: replicas %s -> %s (adding %s, removing %s)",
+                     topic, partition, assignment.partitions[partition], plan.replicas,
+                     plan.adding, plan.removing)
+        elif plan.step is Step.SHRINK:
+            assert state is not None and plan.state is not None
+            try:
+                await self.store.update_partition_state(topic, partition, plan.state,
+                                                        expected_version=state.version)
+            except BadVersionError:
+                return Step.WAIT  # the leader changed the ISR meanwhile: next event
+            if assignment.partitions[partition] != plan.replicas:
+                await self.store.set_assignment(_with_replicas(assignment, partition,
+                                                               plan.replicas, (), ()))
+            log.info("controller: reassigned %s-%d to %s (leader %d, epoch %d, isr %s)",
+                     topic, partition, plan.replicas, plan.state.leader,
+                     plan.state.leader_epoch, plan.state.isr)
+        return plan.step
+
     async def _live_broker_ids(self) -> list[int]:
         return sorted(r.broker_id for r in await self.store.live_brokers())
 
@@ -271,7 +561,15 @@ class Controller:
             raise InvalidPartitionsError(f"Topic already has {have} partitions.")
         live = await self._live_broker_ids()
         rf = len(current.partitions[0])
-        added = assign_replicas(live, total - have, min(rf, len(live)), first_partition=have)
+        if rf > len(live):
+            raise InvalidReplicationFactorError(
+                f"Replication factor: {rf} larger than available brokers: {len(live)}")
+        # Kafka's addPartitions: start at the broker of partition 0's first replica, shift
+        # likewise, continuing the partition numbering (AdminZkClient.createNewPartitionsAssignment).
+        first = current.partitions[0][0]
+        start = max(0, next((i for i, b in enumerate(live) if b >= first), 0))
+        added = assign_replicas(live, total - have, rf, first_partition=have,
+                                start_index=start, shift=start)
         assignment = TopicAssignment(name, current.topic_id, {**current.partitions, **added})
         states = {p: _initial_state(reps, live, epoch) for p, reps in added.items()}
         await self.store.add_partitions(assignment, states)
@@ -284,6 +582,18 @@ class Controller:
         overrides = validate_topic_configs(configs)
         await self.store.set_topic_configs(name, overrides)
         return overrides
+
+
+def _with_replicas(assignment: TopicAssignment, partition: int, replicas: tuple[int, ...],
+                   adding: tuple[int, ...], removing: tuple[int, ...]) -> TopicAssignment:
+    parts = {**assignment.partitions, partition: replicas}
+    add = {p: r for p, r in assignment.adding.items() if p != partition}
+    rem = {p: r for p, r in assignment.removing.items() if p != partition}
+    if adding:
+        add[partition] = adding
+    if removing:
+        rem[partition] = removing
+    return TopicAssignment(assignment.name, assignment.topic_id, parts, add, rem)
 
 
 def _initial_state(replicas: tuple[int, ...], live: list[int], epoch: int) -> PartitionState:

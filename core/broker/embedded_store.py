@@ -47,6 +47,7 @@ from core.broker.errors import TopicAlreadyExistsError, UnknownPartitionError, U
 from core.broker.metadata import (
     BadVersionError,
     BrokerRegistration,
+    EventKind,
     Listener,
     MetadataEvent,
     MetadataStoreError,
@@ -139,6 +140,9 @@ class EmbeddedMetadataStore:
         self._writer: Engine | None = None
         self._listeners = Listeners(log)
         self._cluster_id: str | None = None
+        # Admin requests (reassignment, preferred election): in memory; a standalone
+        # broker is its own controller and completes them at once.
+        self._admin: dict[str, bytes] = {}
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -236,6 +240,25 @@ class EmbeddedMetadataStore:
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         await self._run(self._set_topic_configs, name, dict(configs))
         self._emit(config_changed_event(name))
+
+    async def set_assignment(self, assignment: TopicAssignment) -> None:
+        """Replace the replicas of the topic's existing partitions (``adding`` and
+        ``removing`` are not kept)."""
+        await self._run(self._set_assignment, assignment)
+        self._emit(topic_changed_event(assignment.name, []))
+
+    async def get_admin_request(self, name: str) -> bytes | None:
+        return self._admin.get(name)
+
+    async def create_admin_request(self, name: str, data: bytes) -> bool:
+        if name in self._admin:
+            return False
+        self._admin[name] = data
+        self._emit(MetadataEvent(EventKind.ADMIN_REQUEST, extra={"name": name}))
+        return True
+
+    async def delete_admin_request(self, name: str) -> None:
+        self._admin.pop(name, None)
 
     # --- partition state ---------------------------------------------------------------
 
@@ -393,6 +416,17 @@ class EmbeddedMetadataStore:
             check_states_within(states, added, what="add_partitions")
             _insert_partitions(conn, name, added, states)
         return sorted(added)
+
+    def _set_assignment(self, assignment: TopicAssignment) -> None:
+        name, tp = assignment.name, TOPIC_PARTITIONS
+        with self._write() as conn:
+            _require_topic(conn, name)
+            if set(_replicas_of(conn, name)) != set(assignment.partitions):
+                raise MetadataStoreError(f"metadata store: set_assignment of '{name}' must "
+                                         "keep its partitions")
+            for p, replicas in assignment.partitions.items():
+                conn.execute(sa.update(tp).where(tp.c.topic == name, tp.c.partition == p)
+                             .values(replicas=_json_ints(replicas)))
 
     def _delete_topic(self, name: str) -> None:
         with self._write() as conn:

@@ -11,13 +11,14 @@ here does I/O or reads a clock: time is passed in.
 | same, no live ISR, clean        | none: -1, offline; ISR keeps its last member | unchanged               |
 | follower dead                   | unchanged                                   | ISR minus it (not last) |
 | controlled shutdown of leader   | first alive ISR replica not shutting down   | ISR minus the broker    |
+| preferred election / rebalance  | first replica, if alive and in the ISR      | unchanged               |
 
 Every change bumps ``leader_epoch``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from core.broker.metadata import PartitionState
 
@@ -61,6 +62,41 @@ def preferred_leader(state: PartitionState, replicas: Sequence[int],
     if first == state.leader or first not in live or first not in state.isr:
         return None
     return first
+
+
+def imbalanced_partitions(
+    assignments: Mapping[tuple[str, int], Sequence[int]],
+    states: Mapping[tuple[str, int], PartitionState], live: Collection[int], *,
+    max_imbalance_pct: int,
+) -> list[tuple[str, int]]:
+    """Kafka's auto leader rebalance (``checkAndTriggerAutoLeaderRebalance``): for each
+    broker, the share of the partitions it is preferred leader of that it does not lead;
+    above ``max_imbalance_pct`` percent, every such partition whose preferred replica
+    could lead now (``preferred_leader``) is returned, sorted."""
+    preferred_of: dict[int, list[tuple[str, int]]] = {}
+    for tp, replicas in assignments.items():
+        if replicas:
+            preferred_of.setdefault(replicas[0], []).append(tp)
+    out: list[tuple[str, int]] = []
+    for broker, tps in preferred_of.items():
+        if broker not in live:
+            continue
+        not_led = [tp for tp in tps if tp in states and states[tp].leader != broker]
+        if not tps or len(not_led) * 100 <= max_imbalance_pct * len(tps):
+            continue
+        out += [tp for tp in not_led
+                if preferred_leader(states[tp], assignments[tp], live) is not None]
+    return sorted(out)
+
+
+def elect_preferred(state: PartitionState, replicas: Sequence[int], live: Collection[int], *,
+                    controller_epoch: int) -> PartitionState | None:
+    """The state with the preferred replica as leader (epoch + 1, ISR unchanged), or None
+    when it already leads or cannot lead now."""
+    leader = preferred_leader(state, replicas, live)
+    if leader is None:
+        return None
+    return _next(state, leader, tuple(state.isr), controller_epoch)
 
 
 def _next(state: PartitionState, leader: int, isr: tuple[int, ...],

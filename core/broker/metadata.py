@@ -33,6 +33,10 @@ class MetadataStoreError(FranzError):
     retriable = True
 
 
+class BrokerIdInUseError(FranzError):
+    """Another live broker holds this broker id's registration."""
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
     broker_id: int
@@ -48,6 +52,9 @@ class TopicAssignment:
     name: str
     topic_id: str
     partitions: Mapping[int, tuple[int, ...]]  # partition -> replicas (first = preferred leader)
+    # A reassignment in progress (``adding_replicas``/``removing_replicas`` in ZooKeeper).
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +74,13 @@ class EventKind(enum.Enum):
     CONFIG_CHANGED = "config_changed"
     PARTITION_STATE_CHANGED = "partition_state_changed"
     CONTROLLER_CHANGED = "controller_changed"
+    # An admin request znode appeared or changed: extra {"name": "reassign_partitions" or
+    # "preferred_replica_election"} (``core.broker.reassignment``).
+    ADMIN_REQUEST = "admin_request"
+    # This broker's ZooKeeper session expired (its registration and any controller role
+    # are gone): stop acting as leader until SESSION_RESTORED (registered again).
+    SESSION_EXPIRED = "session_expired"
+    SESSION_RESTORED = "session_restored"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,5 +144,16 @@ class MetadataStore(Protocol):
     ) -> PartitionState:
         """Conditional write; returns the state with its new version, BadVersionError on a race."""
         ...
+
+    # reassignment: replace the replicas of existing partitions (same partition set)
+    async def set_assignment(self, assignment: TopicAssignment) -> None: ...
+
+    # admin requests (``/admin/<name>`` in ZooKeeper): Kafka's JSON, bytes
+    async def get_admin_request(self, name: str) -> bytes | None: ...
+    async def create_admin_request(self, name: str, data: bytes) -> bool:
+        """False when a request of that name exists already."""
+        ...
+
+    async def delete_admin_request(self, name: str) -> None: ...
 
     def subscribe(self, listener: Listener) -> None: ...

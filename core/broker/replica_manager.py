@@ -60,6 +60,10 @@ class ReplicaManager:
         self.isr_store: IsrStore | None = None
         self.is_alive: Callable[[int], bool] = lambda _broker_id: True
         self._isr_tasks: set[asyncio.Task[None]] = set()
+        # ISR changes written by this broker as leader (Kafka's IsrShrinksPerSec /
+        # IsrExpandsPerSec; api.metrics exports them as counters).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # --- hosting ------------------------------------------------------------------------
 
@@ -116,6 +120,23 @@ class ReplicaManager:
                 listener(p)
         if delete and self.log_manager.get_log(tp.topic, tp.partition) is not None:
             self.log_manager.delete_log(tp.topic, tp.partition)
+
+    def fence_leaders(self) -> int:
+        """Stop acting as leader everywhere (this broker's ZooKeeper session expired: the
+        controller may have moved leadership already). The next metadata sync gives each
+        partition its role back; returns how many partitions were led."""
+        fenced = 0
+        for p in list(self.partitions.values()):
+            if p.is_leader:
+                p.make_follower(leader=-1, leader_epoch=p.leader_epoch, isr=p.isr,
+                                replicas=p.replicas)
+                fenced += 1
+                for listener in self.role_listeners:
+                    listener(p)
+        if fenced:
+            log.warning("broker %d stopped leading %d partition(s) until it re-syncs with "
+                        "ZooKeeper", self.broker_id, fenced)
+        return fenced
 
     def high_watermarks(self) -> dict[tuple[str, int], int]:
         return {(tp.topic, tp.partition): p.high_watermark for tp, p in self.partitions.items()}
@@ -287,6 +308,10 @@ class ReplicaManager:
                     p.partition_version, p.controller_epoch = current.version, current.controller_epoch
                     continue
                 log.info("%s-%d: ISR %s: %s -> %s", *p.tp, why, p.isr, new_isr)
+                if why == "shrink":
+                    self.isr_shrinks += 1
+                else:
+                    self.isr_expands += 1
                 p.partition_version = max(p.partition_version, stored.version)
                 p.make_leader(leader_epoch=p.leader_epoch, isr=new_isr, replicas=p.replicas)
                 return

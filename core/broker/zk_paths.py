@@ -25,6 +25,10 @@ keys in Kafka's order:
     /config/topics/<t>                         {"version":1,"config":{"retention.ms":"1000"}}
     /config/changes/config_change_<10 digits> (S) {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<t>                   (empty; its existence requests deletion)
+    /admin/reassign_partitions                 {"version":1,"partitions":[{"topic":"t",
+                                                "partition":0,"replicas":[1,2]}]}
+    /admin/preferred_replica_election          {"version":1,"partitions":[{"topic":"t",
+                                                "partition":0}]}
 
 Decoders accept what older Kafka versions wrote (broker v4 without ``features``, topic
 v1/v2 without ``topic_id``, config change v1 with ``entity_type``/``entity_name``,
@@ -186,7 +190,10 @@ class TopicZNode:
             "version": 3, "topic_id": assignment.topic_id,
             "partitions": {str(p): [int(r) for r in replicas]
                            for p, replicas in sorted(assignment.partitions.items())},
-            "adding_replicas": {}, "removing_replicas": {},
+            "adding_replicas": {str(p): [int(r) for r in rs]
+                                for p, rs in sorted(assignment.adding.items())},
+            "removing_replicas": {str(p): [int(r) for r in rs]
+                                  for p, rs in sorted(assignment.removing.items())},
         })
 
     @staticmethod
@@ -196,8 +203,14 @@ class TopicZNode:
         obj = _loads(data, TopicZNode.path(topic))
         partitions = {int(p): tuple(int(r) for r in replicas)
                       for p, replicas in obj["partitions"].items()}
+        def per_partition(key: str) -> dict[int, tuple[int, ...]]:
+            return {int(p): tuple(int(r) for r in rs)
+                    for p, rs in sorted((obj.get(key) or {}).items()) if rs}
+
         return TopicAssignment(topic, str(obj.get("topic_id", "")),
-                               dict(sorted(partitions.items())))
+                               dict(sorted(partitions.items())),
+                               per_partition("adding_replicas"),
+                               per_partition("removing_replicas"))
 
 
 class TopicPartitionsZNode:
@@ -291,6 +304,18 @@ class DeleteTopicsTopicZNode:
     @staticmethod
     def path(topic: str) -> str:
         return f"{DeleteTopicsZNode.path}/{topic}"
+
+
+class AdminRequestZNode:
+    """``/admin/reassign_partitions`` and ``/admin/preferred_replica_election``: Kafka's
+    JSON requests (``core.broker.reassignment`` parses them); the controller deletes
+    each when it is done."""
+
+    names = ("reassign_partitions", "preferred_replica_election")
+
+    @staticmethod
+    def path(name: str) -> str:
+        return f"/admin/{name}"
 
 
 PERSISTENT_PATHS: tuple[str, ...] = (

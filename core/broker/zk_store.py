@@ -70,6 +70,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import socket
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -79,7 +80,9 @@ from kazoo.protocol.states import KazooState, ZnodeStat
 from core.broker.errors import TopicAlreadyExistsError, UnknownPartitionError, UnknownTopicError
 from core.broker.metadata import (
     BadVersionError,
+    BrokerIdInUseError,
     BrokerRegistration,
+    EventKind,
     Listener,
     MetadataEvent,
     MetadataStoreError,
@@ -109,6 +112,7 @@ from core.broker.zk_client import (
 )
 from core.broker.zk_paths import (
     TOPIC_CONFIG_ENTITY,
+    AdminRequestZNode,
     BrokerIdsZNode,
     BrokerIdZNode,
     ClusterIdZNode,
@@ -117,6 +121,7 @@ from core.broker.zk_paths import (
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicsTopicZNode,
+    MalformedZNodeError,
     TopicPartitionStateZNode,
     TopicPartitionsZNode,
     TopicPartitionZNode,
@@ -290,6 +295,33 @@ class ZkMetadataStore:
             self._view.config_change_written(notification)
             self._emit(config_changed_event(name))
 
+    async def set_assignment(self, assignment: TopicAssignment) -> None:
+        """Replace the replicas (and ``adding``/``removing``) of the topic's existing
+        partitions: a reassignment step. Fenced like every controller write."""
+        async with self._lock:
+            await self._call(self._set_assignment, assignment)
+            self._view.assignment_written(assignment)
+            self._emit(topic_changed_event(assignment.name, []))
+
+    # --- admin requests (/admin/reassign_partitions, /admin/preferred_replica_election) ---
+
+    async def get_admin_request(self, name: str) -> bytes | None:
+        found = await self._call(self._client.get_or_none, AdminRequestZNode.path(name))
+        return None if found is None else found[0]
+
+    async def create_admin_request(self, name: str, data: bytes) -> bool:
+        async with self._lock:
+            created = await self._call(self._create_admin_request, name, data)
+            if created:
+                self._view.admin_written(name, data)
+                self._emit(MetadataEvent(EventKind.ADMIN_REQUEST, extra={"name": name}))
+        return created
+
+    async def delete_admin_request(self, name: str) -> None:
+        async with self._lock:
+            await self._call(self._delete_admin_request, name)
+            self._view.admin_written(name, None)
+
     # --- partition state ---------------------------------------------------------------
 
     async def get_partition_states(self, topic: str) -> dict[int, PartitionState]:
@@ -368,8 +400,10 @@ class ZkMetadataStore:
             old = self._client.exists(path)
             if old is None:
                 continue
-            if not replace and old.ephemeralOwner != self._client.client_id[0]:
-                return None, None
+            if old.ephemeralOwner != self._client.client_id[0]:
+                if not replace:
+                    return None, None
+                self._refuse_if_alive(reg.broker_id, path, old)
             replaced, released = self._replace_registration(reg.broker_id, path, data, old)
             if not replaced:
                 continue
@@ -381,6 +415,23 @@ class ZkMetadataStore:
             return dataclasses.replace(reg, epoch=stat.czxid), released
         raise MetadataStoreError(f"metadata store: registering broker {reg.broker_id} kept "
                                  "racing with other writers")
+
+    def _refuse_if_alive(self, broker_id: int, path: str, old: ZnodeStat) -> None:
+        """Another session holds ``broker_id``: a stale registration of a process that died
+        (its session not expired yet) is taken over, but if the registered endpoint
+        accepts connections a live broker holds the id: BrokerIdInUseError."""
+        found = self._client.get_or_none(path)
+        if found is None:
+            return
+        try:
+            holder = BrokerIdZNode.decode(broker_id, found[0], czxid=found[1].czxid)
+        except MalformedZNodeError:
+            return
+        if _accepts_connections(holder.host, holder.port, timeout_s=1.0):
+            raise BrokerIdInUseError(
+                f"broker.id {broker_id} is already registered in ZooKeeper by a live broker at "
+                f"{holder.host}:{holder.port} (session 0x{old.ephemeralOwner:x}): give this "
+                "broker another broker.id, or stop that one first")
 
     def _replace_registration(
         self, broker_id: int, path: str, data: bytes, old: ZnodeStat
@@ -606,6 +657,38 @@ class ZkMetadataStore:
         raise MetadataStoreError(f"metadata store: topic '{name}' kept changing while "
                                  "deleting it")
 
+    def _set_assignment(self, assignment: TopicAssignment) -> None:
+        name = assignment.name
+        found = self._client.get_or_none(TopicZNode.path(name))
+        if found is None:
+            raise UnknownTopicError(f"Topic '{name}' not found.")
+        current = TopicZNode.decode(name, found[0])
+        if set(current.partitions) != set(assignment.partitions):
+            raise MetadataStoreError(f"metadata store: set_assignment of '{name}' must keep "
+                                     f"its partitions {sorted(current.partitions)}")
+        grown = dataclasses.replace(assignment, topic_id=current.topic_id or assignment.topic_id)
+        txn = self._txn()
+        txn.set_data(TopicZNode.path(name), TopicZNode.encode(grown), found[1].version)
+        try:
+            txn.commit()
+        except OpFailed as failed:
+            raise MetadataStoreError(f"metadata store: topic '{name}' changed while moving "
+                                     "replicas; try again") from failed.cause
+
+    def _create_admin_request(self, name: str, data: bytes) -> bool:
+        try:
+            self._client.create(AdminRequestZNode.path(name), data)
+        except kz.NodeExistsError:
+            return False
+        return True
+
+    def _delete_admin_request(self, name: str) -> None:
+        try:
+            self._client.kazoo.delete_async(AdminRequestZNode.path(name)).get(
+                timeout=self._client.timeout_s)
+        except kz.NoNodeError:
+            pass
+
     def _get_topic_configs(self, name: str) -> dict[str, str]:
         found = self._client.get_or_none(ConfigEntityZNode.path(TOPIC_CONFIG_ENTITY, name))
         return {} if found is None else ConfigEntityZNode.decode(found[0])
@@ -710,6 +793,7 @@ class ZkMetadataStore:
         if state == KazooState.LOST:
             self._session_lost = True
             log.warning("metadata store: ZooKeeper session lost; its ephemeral nodes are gone")
+            self._view.post(self._emit, MetadataEvent(EventKind.SESSION_EXPIRED))
         elif state == KazooState.SUSPENDED:
             log.warning("metadata store: disconnected from ZooKeeper; reconnecting")
         elif state == KazooState.CONNECTED and self._session_lost:
@@ -752,4 +836,15 @@ class ZkMetadataStore:
                      broker_id, stored.epoch)
             self._emit(brokers_event(broker_id, registered=True))
             self._maybe_released(released)
+            self._emit(MetadataEvent(EventKind.SESSION_RESTORED, extra={"broker_id": broker_id}))
 
+
+
+def _accepts_connections(host: str, port: int, *, timeout_s: float) -> bool:
+    """Whether something listens at host:port (a stopped process still accepts: its
+    socket's backlog does)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False

@@ -7,7 +7,7 @@ here. Kazoo ``DataWatch``/``ChildrenWatch`` recipes watch ``/brokers/ids``,
 *key* to the event loop (``call_soon_threadsafe``)::
 
     ("brokers",)  ("controller",)  ("topics",)  ("config_changes",)
-    ("topic", name)  ("state", name, partition)
+    ("topic", name)  ("state", name, partition)  ("admin", request name)
 
 There one task drains the dirty keys in arrival order: it re-reads each under the
 store's lock, compares it with the view (broker czxids, controller, topics with their
@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from kazoo import exceptions as kz
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from core.broker.metadata import MetadataEvent, MetadataStoreError, TopicAssignment
+from core.broker.metadata import EventKind, MetadataEvent, MetadataStoreError, TopicAssignment
 from core.broker.metadata_events import (
     brokers_event,
     config_changed_event,
@@ -47,6 +47,7 @@ from core.broker.metadata_events import (
 from core.broker.zk_client import ZkClient, call
 from core.broker.zk_paths import (
     TOPIC_CONFIG_ENTITY,
+    AdminRequestZNode,
     BrokerIdsZNode,
     BrokerIdZNode,
     ConfigEntityChangeNotificationSequenceZNode,
@@ -71,6 +72,7 @@ class TopicView:
     topic_id: str
     partitions: frozenset[int]
     versions: dict[int, int]  # partition -> state zkVersion, for partitions with a state
+    replicas: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
 
 class ZkClusterView:
@@ -91,6 +93,7 @@ class ZkClusterView:
         self._controller: int | None = None
         self._topics: dict[str, TopicView] = {}
         self._config_changes: set[str] = set()  # notification names already handled
+        self._admin: dict[str, bytes | None] = {}  # admin request name -> its JSON, if any
         # Watches: a watch whose token is no longer here stops at its next callback.
         self._armed: dict[Key, object] = {}
         self._dirty: dict[Key, None] = {}  # keys to re-read, in arrival order
@@ -124,6 +127,8 @@ class ZkClusterView:
                    (("topics",), TopicsZNode.path, True),
                    (("config_changes",), ConfigEntityChangeNotificationZNode.path, True),
                    (("controller",), ControllerZNode.path, False),
+                   *((("admin", name), AdminRequestZNode.path(name), False)
+                     for name in AdminRequestZNode.names),
                    *(w for name, view in self._topics.items()
                      for w in _topic_watches(name, view.partitions))])
 
@@ -152,7 +157,16 @@ class ZkClusterView:
     def topic_written(self, assignment: TopicAssignment, with_state: Iterable[int]) -> None:
         """A topic created with states (at version 0) for the partitions ``with_state``."""
         self._track_topic(assignment.name, TopicView(
-            assignment.topic_id, frozenset(assignment.partitions), dict.fromkeys(with_state, 0)))
+            assignment.topic_id, frozenset(assignment.partitions), dict.fromkeys(with_state, 0),
+            dict(assignment.partitions)))
+
+    def assignment_written(self, assignment: TopicAssignment) -> None:
+        view = self._topics.get(assignment.name)
+        if view is not None:
+            view.replicas = dict(assignment.partitions)
+
+    def admin_written(self, name: str, data: bytes | None) -> None:
+        self._admin[name] = data
 
     def topic_removed(self, name: str) -> None:
         self._untrack_topic(name)
@@ -271,6 +285,8 @@ class ZkClusterView:
             await self._refresh_state(key[1], key[2])
         elif kind == "config_changes":
             await self._refresh_config_changes()
+        elif kind == "admin":
+            await self._refresh_admin(key[1])
 
     def _apply_brokers(self, seen: dict[int, int]) -> None:
         for broker_id in sorted(set(self._brokers) | set(seen)):
@@ -309,8 +325,12 @@ class ZkClusterView:
         elif added := sorted(view.partitions - known.partitions):
             known.partitions = view.partitions
             known.versions.update({p: view.versions[p] for p in added if p in view.versions})
+            known.replicas = view.replicas
             self._arm(_state_watches(name, added))
             self._emit(topic_changed_event(name, added))
+        elif view.replicas != known.replicas:  # replicas moved (a reassignment step)
+            known.replicas = view.replicas
+            self._emit(topic_changed_event(name, []))
 
     async def _refresh_state(self, topic: str, partition: int) -> None:
         known = self._topics.get(topic)
@@ -326,6 +346,15 @@ class ZkClusterView:
         state = TopicPartitionStateZNode.decode(found[0], zk_version=found[1].version)
         known.versions[partition] = state.version
         self._emit(state_event(topic, partition, state))
+
+    async def _refresh_admin(self, name: str) -> None:
+        found = await self._call(self._client.get_or_none, AdminRequestZNode.path(name))
+        data = None if found is None else found[0]
+        if data == self._admin.get(name):
+            return
+        self._admin[name] = data
+        if data is not None:
+            self._emit(MetadataEvent(EventKind.ADMIN_REQUEST, extra={"name": name}))
 
     async def _refresh_config_changes(self) -> None:
         names, changed = await self._call(self._read_config_changes,
@@ -359,7 +388,8 @@ class ZkClusterView:
         stats = zip(partitions, zk.exists_many(TopicPartitionStateZNode.path(name, p)
                                                for p in partitions), strict=True)
         return TopicView(assignment.topic_id, frozenset(assignment.partitions),
-                         {p: stat.version for p, stat in stats if stat is not None})
+                         {p: stat.version for p, stat in stats if stat is not None},
+                         dict(assignment.partitions))
 
     def _read_config_changes(
         self, handled: frozenset[str]
