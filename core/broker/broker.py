@@ -98,6 +98,7 @@ class Broker:
             LogManager, data_dir, server_defaults=dict(self.config.log_defaults),
             clock=self.clock, broker_id=self.broker_id)
         await self.store.start()
+        prior_cluster = self.log_manager.cluster_id  # from meta.properties, if any
         self.cluster_id = await self.store.cluster_id()
         self.log_manager.write_meta_properties(broker_id=self.broker_id, cluster_id=self.cluster_id)
         hws = self.log_manager.read_high_watermarks()
@@ -117,6 +118,9 @@ class Broker:
         await self._refresh_brokers()
         for name in await self.store.topic_names():
             await self._sync_topic(name)
+        if prior_cluster == self.cluster_id:  # never on a data dir of another cluster
+            self._rm.delete_stray_logs({n: m.assignment.partitions
+                                        for n, m in self.cache.topics.items()})
         await self.replication.start()
         await self._ensure_offsets_topic()
         from core.broker.consumers import ConsumerManager  # noqa: PLC0415  (cycle-free wiring)

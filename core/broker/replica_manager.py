@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from core.broker.delayed import wait_any
@@ -137,6 +137,26 @@ class ReplicaManager:
             log.warning("broker %d stopped leading %d partition(s) until it re-syncs with "
                         "ZooKeeper", self.broker_id, fenced)
         return fenced
+
+    def delete_stray_logs(self, assignments: Mapping[str, Mapping[int, tuple[int, ...]]]) -> list[
+            TopicPartition]:
+        """Delete the local logs no assignment gives this broker: topics deleted, or
+        replicas moved away, while it was down (Kafka deletes them when the broker is
+        back). ``assignments``: every existing topic's partition -> replicas."""
+        deleted = []
+        for topic, partition in list(self.log_manager.all_logs()):
+            tp = TopicPartition(topic, partition)
+            if tp in self.partitions:
+                continue
+            replicas = assignments.get(topic, {}).get(partition)
+            if replicas is None or self.broker_id not in replicas:
+                self.log_manager.delete_log(topic, partition)
+                deleted.append(tp)
+        if deleted:
+            log.info("broker %d deleted %d stray log(s) of topics deleted or moved while it "
+                     "was away: %s", self.broker_id, len(deleted),
+                     ", ".join(f"{t}-{p}" for t, p in deleted))
+        return deleted
 
     def high_watermarks(self) -> dict[tuple[str, int], int]:
         return {(tp.topic, tp.partition): p.high_watermark for tp, p in self.partitions.items()}

@@ -209,6 +209,24 @@ def test_reassignment_moves_the_data_and_deletes_the_old_replica(
     assert listed["kind"] == "KafkaReassignmentList" and listed["data"] == []
 
 
+def test_a_broker_down_during_a_topic_delete_drops_its_log_on_return(
+        brokers: list[OpsBroker], zk: KazooClient) -> None:
+    assert create(brokers[0], "doomed", 3).status_code == 201
+    wait_for(lambda: len(state(zk, "doomed")["isr"]) == 3, 20, "full ISR")
+    produce(brokers[0], "doomed", ["x"] * 5)
+    away = brokers[2]
+    wait_for(lambda: (away.data_dir / "doomed-0").exists(), 10, "replica on disk")
+    away.kill()
+    assert httpx.delete(v3(brokers[0], "topics", "doomed"), timeout=30).status_code == 204
+    assert zk.exists("/brokers/topics/doomed") is None
+    assert (away.data_dir / "doomed-0").exists()
+    away.start()
+    wait_for(lambda: not (away.data_dir / "doomed-0").exists(), 20, "stray log deleted")
+    assert not list(away.data_dir.glob("doomed-0*"))
+    for b in brokers[:2]:
+        assert not list(b.data_dir.glob("doomed-0*"))
+
+
 def test_session_expiry_of_a_stopped_leader_is_recovered_without_split_brain(
         brokers: list[OpsBroker], zk: KazooClient) -> None:
     assert create(brokers[0], "expiry", 3).status_code == 201
