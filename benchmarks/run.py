@@ -489,6 +489,10 @@ def plot(result: dict[str, Any], img_dir: Path) -> list[str]:
             vals = [s[c]["latency_ms"].get(p) or 0 for p in ps]
             ax.bar([x + (i - (len(lat_cases) - 1) / 2) * width for x in range(len(ps))], vals,
                    width, label=c)
+        for x, t, label in ((0, 1, "idle"), (0, 5, "load"), (2, 5, "idle"), (2, 25, "load")):
+            ax.hlines(t, x - 0.4, x + 0.4, colors="red", linestyles="dashed")
+            ax.annotate(f"target {label}", (x + 0.4, t), fontsize=7, color="red",
+                        va="bottom", ha="right")
         ax.set_xticks(range(len(ps)), ["p50", "p90", "p99", "p99.9", "max"])
         ax.set_yscale("log")
         ax.set_ylabel("ms (median of rounds, log scale)")
