@@ -1,10 +1,8 @@
-"""v3 partitions, their replicas, offsets and (never any) reassignments.
+"""v3 partitions, their replicas and offsets (reassignments: ``api.v3.reassignments``).
 
 Unknown topic or partition (also a partition id that is not a number): 404 / 40403
 "This server does not host this topic-partition.", as Confluent's v3 answers. A
-partition's ``leader`` links to the leader's replica, null while it has none. franz
-does not move replicas, so reassignment lists are empty and a single reassignment is
-404 / 404.
+partition's ``leader`` links to the leader's replica, null while it has none.
 """
 
 from __future__ import annotations
@@ -21,8 +19,6 @@ from api.v3.models import (
     KafkaPartition,
     KafkaPartitionList,
     KafkaPartitionWithOffsets,
-    KafkaReassignment,
-    KafkaReassignmentList,
     KafkaReplica,
     KafkaReplicaList,
 )
@@ -163,41 +159,3 @@ async def get_replica(
     if broker_id not in p.replicas:
         raise not_found(f"Broker {broker_id} holds no replica of {topic_name}-{partition_id}.")
     return v3_json(replica_data(links, topic_name, p, broker_id))
-
-
-# --- reassignments: franz never moves replicas -------------------------------------------------
-
-
-@router.get(
-    "/topics/-/partitions/-/reassignment",
-    summary="List ongoing reassignments (always none)",
-    response_model=KafkaReassignmentList,
-)
-async def list_all_reassignments(links: ClusterLinks) -> Response:
-    parts = ("topics", "-", "partitions", "-", "reassignment")
-    return v3_json(links.collection("KafkaReassignmentList", parts, []))
-
-
-@router.get(
-    _TOPIC + "/partitions/-/reassignment",
-    summary="List a topic's ongoing reassignments (always none)",
-    response_model=KafkaReassignmentList,
-    responses=errors(404),
-)
-async def list_topic_reassignments(
-    topic_name: str, links: ClusterLinks, request: Request
-) -> Response:
-    await broker_of(request).describe_topic(topic_name)
-    parts = ("topics", topic_name, "partitions", "-", "reassignment")
-    return v3_json(links.collection("KafkaReassignmentList", parts, []))
-
-
-@router.get(
-    _PARTITION + "/reassignment",
-    summary="A partition's ongoing reassignment (never one: 404)",
-    response_model=KafkaReassignment,
-    responses=errors(404),
-)
-async def get_reassignment(topic_name: str, partition_id: int, request: Request) -> Response:
-    find_partition(await broker_of(request).describe_topic(topic_name), partition_id)
-    raise not_found(f"No reassignment in progress for {topic_name}-{partition_id}.")

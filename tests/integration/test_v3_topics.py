@@ -384,3 +384,28 @@ def test_reassignments_are_always_empty(client: httpx.Client, base: str, topic: 
     assert ok(client.get(topic_url), m.KafkaReassignmentList)["data"] == []
     msg = error_of(client.get(f"{base}/topics/{topic}/partitions/0/reassignment"), 404, 404)
     assert msg == f"No reassignment in progress for {topic}-0."
+
+
+def test_reassignment_and_preferred_election_requests(
+    client: httpx.Client, base: str, topic: str
+) -> None:
+    create(client, base, {"topic_name": topic, "partitions_count": 2})
+    # one broker: the only valid target is the replica set it has; a broker that is not
+    # alive is refused naming it, and nothing starts moving
+    bad = {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [7]}]}
+    r = client.post(f"{base}/reassignments", json=bad)
+    assert r.status_code == 400, r.text
+    assert "7" in r.json()["message"]
+    assert client.get(f"{base}/topics/-/partitions/-/reassignment").json()["data"] == []
+    unknown = {"version": 1, "partitions": [{"topic": "nope-x", "partition": 0, "replicas": [0]}]}
+    assert client.post(f"{base}/reassignments", json=unknown).status_code == 404
+    assert client.post(f"{base}/reassignments", content=b"{no", headers={
+        "Content-Type": "application/json"}).status_code == 400
+
+    r = client.post(f"{base}/preferred-replica-election",
+                    json={"version": 1, "partitions": [{"topic": topic, "partition": 1}]})
+    assert r.status_code == 202, r.text
+    assert r.json()["partitions"] == [{"topic": topic, "partition": 1}]
+    # the leader is already the preferred one: it stays where it is
+    p1 = client.get(f"{base}/topics/{topic}/partitions/1").json()
+    assert p1["leader"]["related"].endswith("/replicas/0")
