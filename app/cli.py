@@ -61,7 +61,13 @@ def _serve(args: argparse.Namespace) -> int:
     if args.command == "broker" and not config["zookeeper.connect"]:
         print("franz broker: needs --zookeeper or zookeeper.connect in --config", file=sys.stderr)
         return 2
-    run(config)
+    from core.broker.metadata import BrokerIdInUseError  # noqa: PLC0415
+
+    try:
+        run(config)
+    except BrokerIdInUseError as exc:  # already logged by the broker; no traceback
+        print(f"franz {args.command}: cannot start: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -131,6 +131,7 @@ def test_a_taken_broker_id_is_refused_and_the_holder_keeps_it(
     assert done.returncode != 0, out
     assert time.monotonic() - started < 30
     assert "broker.id 1 is already registered" in out and str(brokers[1].port) in out, out
+    assert "Traceback" not in out, out  # a clear message, not a stack
     after = zk.get("/brokers/ids/1")
     assert after[1].czxid == before[1].czxid and after[0] == before[0]  # untouched
     assert httpx.get(f"{brokers[1].url}/v3/clusters", timeout=5).status_code == 200
