@@ -443,16 +443,20 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--records", type=int, default=1000, help="records per produce request")
     ap.add_argument("--value-size", type=int, default=100)
-    ap.add_argument("--trials", type=int, default=3, help="failover trials (0: none)")
+    ap.add_argument("--trials", type=int, default=None,
+                    help="failover trials (0: none; default 3, --quick 1)")
     ap.add_argument("--session-ms", type=int, default=6000, help="zookeeper.session.timeout.ms")
     ap.add_argument("--lag-ms", type=int, default=3000, help="replica.lag.time.max.ms")
     ap.add_argument("--skip-throughput", action="store_true")
-    ap.add_argument("--quick", action="store_true", help="1 round of 2 s, 1 failover trial")
+    ap.add_argument("--quick", action="store_true",
+                    help="1 round of 2 s, 1 failover trial (unless --trials)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--keep-logs", action="store_true")
     args = ap.parse_args()
     if args.quick:
-        args.rounds, args.duration, args.warmup, args.trials = 1, 2.0, 0.5, 1
+        args.rounds, args.duration, args.warmup = 1, 2.0, 0.5
+    if args.trials is None:
+        args.trials = 1 if args.quick else 3
     logging.getLogger("kazoo").setLevel(logging.ERROR)  # "connection refused" while ZK starts
     notes = machine_notes()
     result = asyncio.run(amain(args))

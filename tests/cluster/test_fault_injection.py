@@ -1,7 +1,7 @@
 """Fault injection: no acknowledged record is ever lost.
 
 Three real brokers on a real ZooKeeper; topic ``faults`` with 3 partitions, replication
-factor 3 and ``min.insync.replicas=2``. Three producer threads keep sending small v2
+factor 3 and ``min.insync.replicas=2``. Four producer threads keep sending small v2
 produce requests (``POST /topics/faults?acks=all``, a few records each, every record
 value a unique id, unkeyed so the partition rotates per request) through a random live
 broker and remember every acknowledged ``(partition, offset, id)``; an error or a
@@ -13,7 +13,11 @@ Meanwhile, per round of the fault schedule:
 2. SIGKILL the controller, the same;
 3. SIGKILL a follower (a broker leading nothing), the same;
 4. SIGSTOP a follower until it drops out of an ISR (``replica.lag.time.max.ms``), SIGCONT,
-   wait for the full ISR.
+   wait for the full ISR;
+5. SIGSTOP both followers of a leader briefly (shorter than the lag limit: the ISR stays
+   full), write a few acks=1 requests straight to it (a tail no follower has; acks=all
+   requests wait), SIGKILL it, SIGCONT the followers: one of them leads without the
+   tail; the old leader, restarted, must truncate it (diverging leader epoch).
 
 Then production stops, every replica catches up (same LEO, HW = LEO on all three
 brokers), and the logs are read from every ISR member's data dir (decoded from its
@@ -60,7 +64,7 @@ OVERRIDES = [f"replica.lag.time.max.ms={LAG_MS}", f"zookeeper.session.timeout.ms
              f"request.timeout.ms={REQUEST_TIMEOUT_MS}", "replica.fetch.backoff.ms=200",
              "replica.socket.timeout.ms=10000", "offsets.topic.num.partitions=1",
              "min.insync.replicas=2", "log.flush.scheduler.interval.ms=200"]
-PRODUCERS = 3
+PRODUCERS = 4
 RECORDS_PER_REQUEST = 5
 CLIENT_TIMEOUT_S = 15.0
 MAX_REQUESTS_PER_PRODUCER = 20000
@@ -157,6 +161,7 @@ class Producers:
         self.acked: list[tuple[int, int, str]] = []  # (partition, offset, id)
         self.unacked: set[str] = set()
         self.requests = Counter[str]()
+        self.failures: list[BaseException] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True)
@@ -171,6 +176,7 @@ class Producers:
         for t in self._threads:
             t.join(timeout=CLIENT_TIMEOUT_S + 5)
         assert not any(t.is_alive() for t in self._threads), "a producer thread hangs"
+        assert not self.failures, f"a producer thread failed: {self.failures[0]!r}"
 
     def set_live(self, broker_id: int, live: bool) -> None:
         with self._lock:
@@ -180,6 +186,13 @@ class Producers:
         return len(self.acked)
 
     def _run(self, k: int) -> None:
+        try:
+            self._produce(k)
+        except BaseException as exc:
+            self.failures.append(exc)
+            raise
+
+    def _produce(self, k: int) -> None:
         rng = random.Random(k)
         seq = 0
         with httpx.Client(timeout=CLIENT_TIMEOUT_S) as client:
@@ -188,11 +201,14 @@ class Producers:
                     return
                 with self._lock:
                     live = sorted(self.live)
+                if not live:  # every broker is stopped or down for a moment
+                    time.sleep(0.05)
+                    continue
                 b = self.brokers[rng.choice(live)]
                 ids = [f"p{k}-{seq + i}" for i in range(RECORDS_PER_REQUEST)]
                 seq += RECORDS_PER_REQUEST
                 self._send(client, b, ids)
-                time.sleep(0.01)
+                time.sleep(0.002)
 
     def _send(self, client: httpx.Client, b: BrokerProcess, ids: list[str]) -> None:
         body = orjson.dumps({"records": [{"value": i} for i in ids]})
@@ -226,6 +242,7 @@ class Faults:
     def __init__(self, brokers: list[BrokerProcess], zk: KazooClient, producers: Producers) -> None:
         self.brokers, self.zk, self.producers = brokers, zk, producers
         self.events: list[dict[str, Any]] = []
+        self.tail_ids: set[str] = set()  # written to a leader only, just before it died
 
     def _down(self, victim: int) -> None:
         self.producers.set_live(victim, False)
@@ -295,6 +312,59 @@ class Faults:
             f"controller {controller(self.zk)} after {time.monotonic() - t_fault:.1f} s")
         self._progress_while_down(victim, what)
         self._restart(victim, t_fault, what)
+
+    def kill_leader_with_tail(self) -> None:
+        """The leader appends records no follower has (both followers SIGSTOPped for less
+        than replica.lag.time.max.ms, so the ISR stays full and acks=all waits), then dies.
+        A follower takes over without that tail; the old leader, restarted, must truncate
+        it (diverging leader epoch) and then hold the new leader's log exactly."""
+        ctl = controller(self.zk)
+        sts = states(self.zk)
+        led = Counter(st["leader"] for st in sts.values())
+        victim = max(range(3), key=lambda b: (led[b], b != ctl))
+        followers = [b for b in range(3) if b != victim]
+        log(f"SIGSTOP brokers {followers}, then SIGKILL broker {victim} "
+            f"(leads {led_by(self.zk, victim)}) with an unreplicated tail")
+        for f in followers:
+            self._down(f)
+            self.brokers[f].signal(signal.SIGSTOP)
+        try:
+            time.sleep(0.3)
+            self._write_tail(victim, [p for p, st in sts.items() if st["leader"] == victim])
+            time.sleep(0.5)
+            self._down(victim)
+            t_fault = time.monotonic()
+            self.brokers[victim].kill()
+        finally:
+            for f in followers:
+                self.brokers[f].signal(signal.SIGCONT)
+                self.producers.set_live(f, True)
+
+        def failed_over() -> bool:
+            ctl = controller(self.zk)
+            return ctl is not None and ctl != victim and all(
+                st["leader"] >= 0 and st["leader"] != victim for st in states(self.zk).values())
+
+        wait_until(failed_over, FAILOVER_S, f"the cluster to fail over from broker {victim}")
+        log(f"leader with tail killed: leaders {[st['leader'] for st in states(self.zk).values()]} "
+            f"after {time.monotonic() - t_fault:.1f} s")
+        self._progress_while_down(victim, "leader with tail killed")
+        self._restart(victim, t_fault, "leader with tail killed")
+
+    def _write_tail(self, victim: int, partitions: list[int]) -> None:
+        """acks=1 writes straight to the leader while its followers are stopped: the
+        first may still ride on a follower's pending long-poll answer, the rest exist on
+        the leader only. Not acknowledged in the acks=all sense (never counted as acked)."""
+        b = self.brokers[victim]
+        with httpx.Client(timeout=5) as client:
+            for p in partitions:
+                for n in range(3):
+                    ids = [f"tail{len(self.tail_ids)}-{i}" for i in range(RECORDS_PER_REQUEST)]
+                    self.tail_ids.update(ids)
+                    client.post(f"{b.url}/topics/{TOPIC}/partitions/{p}", params={"acks": "1"},
+                                content=orjson.dumps({"records": [{"value": i} for i in ids]}),
+                                headers={"Content-Type": JSON_V2, "Accept": JSON_V2})
+                    time.sleep(0.05 if n == 0 else 0.0)
 
     def stop_follower(self) -> None:
         victim = self._follower()
@@ -372,13 +442,17 @@ def test_acknowledged_records_survive_kills_and_stops(brokers: list[BrokerProces
             faults.kill_controller()
             faults.kill_follower()
             faults.stop_follower()
+            faults.kill_leader_with_tail()
         time.sleep(1.0)
     finally:
         producers.stop()
     log(f"producers stopped: {dict(producers.requests)}")
 
     wait_until(lambda: all_in_sync(brokers), 30, "all replicas in sync after the faults")
-    counts = verify(brokers, producers)
+    counts = verify(brokers, producers, faults.tail_ids)
+    assert counts["tail_found"] < counts["tail_written"], "no leader-only tail was truncated"
+    counts["truncations_logged"] = sum(
+        b.log_path.read_text(errors="replace").count(": diverging at leader epoch") for b in brokers)
     counts["faults"] = faults.events
     counts["requests"] = dict(producers.requests)
     counts["seconds"] = round(time.monotonic() - t_start, 1)
@@ -386,7 +460,7 @@ def test_acknowledged_records_survive_kills_and_stops(brokers: list[BrokerProces
     log("fault injection counts: " + json.dumps(counts))
 
 
-def verify(brokers: list[BrokerProcess], producers: Producers) -> dict[str, Any]:
+def verify(brokers: list[BrokerProcess], producers: Producers, tail_ids: set[str]) -> dict[str, Any]:
     acked = producers.acked
     sent_unacked = producers.unacked
     acked_ids = {rid for _, _, rid in acked}
@@ -409,7 +483,8 @@ def verify(brokers: list[BrokerProcess], producers: Producers) -> dict[str, Any]
         occurrences.update(rid for _, rid in replicas[0])
     lost = [(p, o, rid, logs[p].get(o)) for p, o, rid in acked if logs[p].get(o) != rid]
     assert not lost, f"{len(lost)} acknowledged record(s) lost or moved, e.g. {lost[:10]}"
-    unknown = [rid for rid in occurrences if rid not in acked_ids and rid not in sent_unacked]
+    unknown = [rid for rid in occurrences
+               if rid not in acked_ids and rid not in sent_unacked and rid not in tail_ids]
     assert not unknown, f"records no producer sent: {unknown[:10]}"
     return {
         "acked": len(acked),
@@ -422,5 +497,7 @@ def verify(brokers: list[BrokerProcess], producers: Producers) -> dict[str, Any]
         "unacked_found": sum(1 for rid in sent_unacked if occurrences[rid]),
         "unacked_duplicates": sum(occurrences[rid] - 1 for rid in sent_unacked
                                   if occurrences[rid] > 1),
+        "tail_written": len(tail_ids),
+        "tail_found": sum(1 for rid in tail_ids if occurrences[rid]),
         "log_end_offsets": [len(logs[p]) for p in range(PARTITIONS)],
     }
