@@ -17,7 +17,9 @@ Meanwhile, per round of the fault schedule:
 5. SIGSTOP both followers of a leader briefly (shorter than the lag limit: the ISR stays
    full), write a few acks=1 requests straight to it (a tail no follower has; acks=all
    requests wait), SIGKILL it, SIGCONT the followers: one of them leads without the
-   tail; the old leader, restarted, must truncate it (diverging leader epoch).
+   tail; the old leader, restarted, must truncate it (diverging leader epoch);
+6. SIGSTOP a leader until its ZooKeeper session expires and its partitions have new
+   leaders, SIGCONT: a zombie that briefly believes it leads; wait for the full ISR.
 
 Then production stops, every replica catches up (same LEO, HW = LEO on all three
 brokers), and the logs are read from every ISR member's data dir (decoded from its
@@ -351,6 +353,33 @@ class Faults:
         self._progress_while_down(victim, "leader with tail killed")
         self._restart(victim, t_fault, "leader with tail killed")
 
+    def pause_leader_past_session(self) -> None:
+        """SIGSTOP a leader until ZooKeeper expires its session and the controller moves
+        its partitions away, then SIGCONT: for a moment it still thinks it leads (a
+        zombie); nothing it acknowledges with acks=all may be lost."""
+        ctl = controller(self.zk)
+        led = Counter(st["leader"] for st in states(self.zk).values())
+        victim = max(range(3), key=lambda b: (b != ctl, led[b]))
+        log(f"SIGSTOP broker {victim} (leads {led_by(self.zk, victim)}) past the session timeout")
+        self._down(victim)
+        t_fault = time.monotonic()
+        self.brokers[victim].signal(signal.SIGSTOP)
+        try:
+            wait_until(lambda: all(st["leader"] not in (victim, -1) and victim not in st["isr"]
+                                   for st in states(self.zk).values()),
+                       FAILOVER_S, f"leadership to move away from paused broker {victim}")
+            log(f"zombie: leaders {[st['leader'] for st in states(self.zk).values()]} after "
+                f"{time.monotonic() - t_fault:.1f} s")
+            self._progress_while_down(victim, "leader paused")
+        finally:
+            self.brokers[victim].signal(signal.SIGCONT)
+        t0 = time.monotonic()
+        self.producers.set_live(victim, True)
+        wait_until(lambda: full_isr(self.zk), REJOIN_S, f"resumed broker {victim} back in every ISR")
+        self.events.append({"fault": "leader paused past the session", "broker": victim,
+                            "down_s": round(t0 - t_fault, 1), "rejoin_s": round(time.monotonic() - t0, 1)})
+        log(f"SIGCONT: broker {victim} back in every ISR after {time.monotonic() - t0:.1f} s")
+
     def _write_tail(self, victim: int, partitions: list[int]) -> None:
         """acks=1 writes straight to the leader while its followers are stopped: the
         first may still ride on a follower's pending long-poll answer, the rest exist on
@@ -443,6 +472,7 @@ def test_acknowledged_records_survive_kills_and_stops(brokers: list[BrokerProces
             faults.kill_follower()
             faults.stop_follower()
             faults.kill_leader_with_tail()
+            faults.pause_leader_past_session()
         time.sleep(1.0)
     finally:
         producers.stop()
