@@ -20,6 +20,8 @@ failover  a client produces 10-record acks=all requests to one partition (RF=3) 
           new leader, per trial (``--trials``) and the median, with its parts as seen in
           ZooKeeper (registration gone = session expired, new leader in the state znode).
           The killed broker is restarted and rejoins the ISR between trials.
+          ``--fault stop``: SIGSTOP instead (a hung leader whose connections stay open,
+          like a paused or partitioned machine), SIGCONT after the trial.
 
 Every loop is bounded by time and request count. The load generator is the raw
 HTTP/1.1 client of ``benchmarks/http_bench.py``.
@@ -134,6 +136,11 @@ class Cluster:
             self.procs[i] = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
                                              start_new_session=True)
         await wait_ready(self.target(i), "/v3/clusters", self.procs[i], log)
+
+    def signal(self, i: int, sig: int) -> None:
+        proc = self.procs[i]
+        assert proc is not None
+        proc.send_signal(sig)
 
     def kill(self, i: int) -> None:
         proc = self.procs[i]
@@ -347,7 +354,10 @@ async def failover_trial(c: Cluster, n: int, args: argparse.Namespace) -> dict[s
         await until(lambda: len(acks) >= 20, 30, "acknowledged writes before the kill")
         watch = ZkWatch(c, victim, topic, p, st["leader_epoch"])
         t_kill = time.monotonic()
-        c.kill(victim)
+        if args.fault == "stop":
+            c.signal(victim, signal.SIGSTOP)
+        else:
+            c.kill(victim)
         watch.start()
         # An answer already on its way when the leader died can land just after the kill;
         # the successor cannot answer before the session expires, so skip the first 0.5 s.
@@ -356,6 +366,8 @@ async def failover_trial(c: Cluster, n: int, args: argparse.Namespace) -> dict[s
         first = next(t for t in acks if t > t_kill + 0.5)
     finally:
         stop.set()
+        if args.fault == "stop":
+            c.signal(victim, signal.SIGCONT)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(task, 45)
     watch.join(5)
@@ -367,12 +379,13 @@ async def failover_trial(c: Cluster, n: int, args: argparse.Namespace) -> dict[s
         "kill_to_new_leader_in_zk_s": None if watch.elected is None else round(watch.elected - t_kill, 3),
         "client_errors": errors,
     }
-    print(f"  trial {n}: SIGKILL broker {victim} (leader of {topic}-{p}) -> first ack via broker "
+    print(f"  trial {n}: SIG{args.fault.upper()} broker {victim} (leader of {topic}-{p}) -> first ack via broker "
           f"{via} after {row['kill_to_first_ack_s']:.2f} s (session gone "
           f"{row['kill_to_registration_gone_s']} s, new leader {watch.new_leader} in ZooKeeper "
           f"{row['kill_to_new_leader_in_zk_s']} s)", flush=True)
     t0 = time.monotonic()
-    await c.start_broker(victim)
+    if args.fault == "kill":
+        await c.start_broker(victim)
     await until(lambda: all(sorted(c.state(topic, q)["isr"]) == [0, 1, 2] for q in range(3)), 60,
                 f"broker {victim} back in the ISR")
     row["restart_to_full_isr_s"] = round(time.monotonic() - t0, 2)
@@ -381,7 +394,7 @@ async def failover_trial(c: Cluster, n: int, args: argparse.Namespace) -> dict[s
 
 async def failover(c: Cluster, args: argparse.Namespace) -> dict[str, Any]:
     trials = [await failover_trial(c, n, args) for n in range(1, args.trials + 1)]
-    return {"trials": trials, "summary": {
+    return {"fault": args.fault, "trials": trials, "summary": {
         k: statistics.median(t[k] for t in trials if t[k] is not None)
         for k in ("kill_to_first_ack_s", "kill_to_registration_gone_s", "kill_to_new_leader_in_zk_s")
         if any(t[k] is not None for t in trials)}}
@@ -403,8 +416,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                   f"connections, {args.rounds} round(s) of {args.duration} s", flush=True)
             out["produce"] = await throughput(c, args)
         if args.trials:
-            print(f"failover: zookeeper.session.timeout.ms={args.session_ms}, "
-                  f"{args.trials} trial(s)", flush=True)
+            print(f"failover by SIG{args.fault.upper()}: zookeeper.session.timeout.ms="
+                  f"{args.session_ms}, {args.trials} trial(s)", flush=True)
             out["failover"] = await failover(c, args)
         return out
     finally:
@@ -428,7 +441,8 @@ def print_summary(result: dict[str, Any]) -> None:
               "target >= 0.5)")
     if "failover" in result:
         f = result["failover"]
-        print("\nfailover (SIGKILL of a leader -> first acknowledged write on its successor)")
+        print(f"\nfailover (SIG{f['fault'].upper()} of a leader -> first acknowledged write on "
+              "its successor)")
         print("  per trial: " + ", ".join(f"{t['kill_to_first_ack_s']:.2f} s" for t in f["trials"]))
         print("  median: " + ", ".join(f"{k} {v:.2f} s" for k, v in f["summary"].items()))
 
@@ -447,6 +461,9 @@ def main() -> None:
                     help="failover trials (0: none; default 3, --quick 1)")
     ap.add_argument("--session-ms", type=int, default=6000, help="zookeeper.session.timeout.ms")
     ap.add_argument("--lag-ms", type=int, default=3000, help="replica.lag.time.max.ms")
+    ap.add_argument("--fault", choices=("kill", "stop"), default="kill",
+                    help="failover by SIGKILL (connections refused at once) or SIGSTOP (a "
+                         "hung leader: connections stay open; SIGCONT after the trial)")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--quick", action="store_true",
                     help="1 round of 2 s, 1 failover trial (unless --trials)")

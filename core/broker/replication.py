@@ -10,7 +10,9 @@ partition is led here, no fetcher ever starts and nothing is forwarded).
   led by another broker goes to that broker's internal API as raw bytes; its errors
   come back as our domain errors. A call that finds no leader, or a leader that just
   lost the role, is retried for a short, bounded time while the metadata catches up
-  (only failures that happen before anything was appended are retried).
+  (only failures that happen before anything was appended are retried). A forwarded
+  call still in flight when the metadata names a new leader is abandoned and sent to the
+  new one (at-least-once, like the retry of a non-idempotent Kafka producer).
 - ``stop()``: controlled shutdown first (kafka-internals 3.3): the controller moves the
   leadership of this broker's partitions away (``shutting_down``) and drops it from the
   ISRs, then fetchers stop.
@@ -43,6 +45,7 @@ log = logging.getLogger(__name__)
 Address = tuple[str, int]
 _ROUTE_RETRY_S = 0.1  # between attempts while the metadata catches up
 _ROUTE_PATIENCE_S = 10.0  # how long a request waits for a leader at most
+_LEADER_WATCH_S = 0.1  # how often a forwarded call checks that its target still leads
 
 
 class ClusterClient(Protocol):
@@ -204,7 +207,9 @@ class ReplicationService:
         while True:
             address = await self._route(tp)
             try:
-                return await call(address)
+                if address is None:
+                    return await call(None)
+                return await self._forward(tp, address, call)
             except (NotLeaderOrFollowerError, LeaderNotAvailableError, BrokerNotAvailableError):
                 # At-least-once: an acks=all append whose leader moved while it waited is
                 # retried too (as a non-idempotent Kafka producer would).
@@ -212,6 +217,28 @@ class ReplicationService:
                     raise
                 await asyncio.sleep(_ROUTE_RETRY_S)
                 await self.broker._sync_topic(tp.topic)
+
+    async def _forward(self, tp: TopicPartition, address: Address, call):  # noqa: ANN001, ANN202
+        """``call(address)``, abandoned with NOT_LEADER (so ``_with_retries`` routes it
+        again) as soon as the metadata names another leader or the leader's registration
+        goes while it is in flight. A leader that hangs (paused, partitioned: its
+        connections stay open) would otherwise hold every forwarded request until
+        ``replica.socket.timeout.ms``, long after the controller has moved its partitions."""
+        leader = self._leader_of(tp)
+        task = asyncio.ensure_future(call(address))
+        try:
+            while True:
+                done, _ = await asyncio.wait((task,), timeout=_LEADER_WATCH_S)
+                if done:
+                    return task.result()
+                if self._leader_of(tp) != leader or self.address_of(leader) != address:
+                    raise NotLeaderOrFollowerError(
+                        f"the leader of {tp.topic}-{tp.partition} changed from broker {leader} "
+                        "while the request was in flight")
+        finally:
+            if not task.done():
+                task.cancel()
+                task.add_done_callback(_consume_outcome)
 
     async def append(self, tp: TopicPartition, data: bytearray, acks: int, timeout_ms: int) -> AppendInfo:
         rm = self.broker._rm
@@ -249,3 +276,9 @@ class ReplicationService:
             return await self.client.offsets(address, tp.topic, tp.partition)
 
         return await self._with_retries(tp, call)
+
+
+def _consume_outcome(task: asyncio.Future[object]) -> None:
+    """Retrieve an abandoned call's outcome (no "exception was never retrieved")."""
+    if not task.cancelled():
+        task.exception()
