@@ -20,6 +20,8 @@ Meanwhile, per round of the fault schedule:
    tail; the old leader, restarted, must truncate it (diverging leader epoch);
 6. SIGSTOP a leader until its ZooKeeper session expires and its partitions have new
    leaders, SIGCONT: a zombie that briefly believes it leads; wait for the full ISR.
+   Writes through the other brokers must go on within 8 s of the failover (requests
+   they forwarded to the hung leader move to the new one).
 
 Then production stops, every replica catches up (same LEO, HW = LEO on all three
 brokers), and the logs are read from every ISR member's data dir (decoded from its
@@ -250,10 +252,10 @@ class Faults:
     def _down(self, victim: int) -> None:
         self.producers.set_live(victim, False)
 
-    def _progress_while_down(self, victim: int, what: str) -> None:
+    def _progress_while_down(self, victim: int, what: str, within_s: float = 30) -> None:
         """acks=all keeps being acknowledged with two of three brokers (min ISR 2)."""
         before = self.producers.acked_count()
-        wait_until(lambda: self.producers.acked_count() >= before + 20, 30,
+        wait_until(lambda: self.producers.acked_count() >= before + 20, within_s,
                    f"acknowledged writes while broker {victim} is down ({what})")
 
     def _restart(self, victim: int, t_fault: float, what: str) -> None:
@@ -371,7 +373,9 @@ class Faults:
                        FAILOVER_S, f"leadership to move away from paused broker {victim}")
             log(f"zombie: leaders {[st['leader'] for st in states(self.zk).values()]} after "
                 f"{time.monotonic() - t_fault:.1f} s")
-            self._progress_while_down(victim, "leader paused")
+            # Requests other brokers forwarded to the paused leader move to the new one
+            # at once (not after replica.socket.timeout.ms): writes go on within seconds.
+            self._progress_while_down(victim, "leader paused", within_s=8)
         finally:
             self.brokers[victim].signal(signal.SIGCONT)
         t0 = time.monotonic()
