@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from core.broker.config import BROKER_PROPERTIES, BrokerConfig
 from core.broker.controller import Controller
 from core.broker.errors import (
+    TopicAlreadyExistsError,
     UnknownPartitionError,
     UnknownTopicError,
 )
@@ -86,6 +87,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._sync_locks: dict[str, asyncio.Lock] = {}
         self._create_lock = asyncio.Lock()
+        self._offsets_topic_lock = asyncio.Lock()
         self.replication = ReplicationService(self, cluster_client)
         self.topic_stats = BrokerTopicStats()  # client traffic per topic (api.metrics)
 
@@ -155,7 +157,7 @@ class Broker:
     def _on_metadata_event(self, event: MetadataEvent) -> None:
         self.controller.on_event(event)
         if event.kind is EventKind.BROKERS_CHANGED:
-            asyncio.ensure_future(self._refresh_brokers())
+            asyncio.ensure_future(self._refresh_brokers_and_offsets_topic())
         elif event.kind is EventKind.SESSION_EXPIRED and self.replica_manager is not None:
             self.replica_manager.fence_leaders()  # no split brain until re-synced
         elif event.kind is EventKind.SESSION_RESTORED:
@@ -168,6 +170,10 @@ class Broker:
         await self._refresh_brokers()
         for name in await self.store.topic_names():
             await self._sync_topic(name)
+
+    async def _refresh_brokers_and_offsets_topic(self) -> None:
+        await self._refresh_brokers()
+        await self._ensure_offsets_topic()
 
     async def _refresh_brokers(self) -> None:
         regs = await self.store.live_brokers()
@@ -202,15 +208,27 @@ class Broker:
         return self.replica_manager
 
     async def _ensure_offsets_topic(self) -> None:
+        """The active controller creates ``__consumer_offsets``. In a cluster it waits until
+        ``offsets.topic.replication.factor`` brokers are alive (Kafka since 0.11: groups
+        answer COORDINATOR_NOT_AVAILABLE meanwhile), so the first broker to start does not
+        pin the topic to RF=1 on itself; a cluster of one (``franz serve``) caps RF at 1."""
         if self.cache.topic(OFFSETS_TOPIC) is not None or not self.controller.is_active:
             return
+        wanted = self.config["offsets.topic.replication.factor"]
         live = max(1, len(self.cache.brokers))
-        await self.create_topic(
-            OFFSETS_TOPIC, partitions=self.config["offsets.topic.num.partitions"],
-            replication_factor=min(self.config["offsets.topic.replication.factor"], live),
-            configs={"cleanup.policy": "compact", "compression.type": "producer",
-                     "segment.bytes": str(self.config["offsets.topic.segment.bytes"])},
-            _internal=True)
+        if self.config["zookeeper.connect"] and live < wanted:
+            log.info("__consumer_offsets waits for %d live brokers (%d now)", wanted, live)
+            return
+        async with self._offsets_topic_lock:
+            if self.cache.topic(OFFSETS_TOPIC) is not None:
+                return
+            with contextlib.suppress(TopicAlreadyExistsError):  # a race with another broker
+                await self.create_topic(
+                    OFFSETS_TOPIC, partitions=self.config["offsets.topic.num.partitions"],
+                    replication_factor=min(wanted, live),
+                    configs={"cleanup.policy": "compact", "compression.type": "producer",
+                             "segment.bytes": str(self.config["offsets.topic.segment.bytes"])},
+                    _internal=True)
 
     # --- topics -------------------------------------------------------------------------
 
@@ -409,6 +427,8 @@ class Broker:
             (c["log.flush.start.offset.checkpoint.interval.ms"],
              lambda: run_blocking(lm.checkpoint_log_start_offsets)),
         ]
+        if c["zookeeper.connect"]:  # a new controller, or brokers that came while it waited
+            jobs.append((1000, self._ensure_offsets_topic))
         if c["log.cleaner.enable"]:
             jobs.append((c["log.cleaner.backoff.ms"],
                          lambda: _inline(lm.run_cleaner, self.clock.now_ms(), rm.high_watermarks())))

@@ -195,6 +195,12 @@ def test_topic_created_through_one_broker_is_seen_by_all(cluster: list[BrokerPro
     assert sorted(zk_client.get_children("/brokers/ids")) == ["0", "1", "2"]
     assert json.loads(zk_client.get("/controller")[0])["brokerid"] == 0
     assert json.loads(zk_client.get("/brokers/ids/1")[0])["port"] == cluster[1].port
+    # __consumer_offsets waited for offsets.topic.replication.factor (3) live brokers
+    offsets = wait_for(lambda: zk_client.exists("/brokers/topics/__consumer_offsets"), 10,
+                       "__consumer_offsets")
+    assert offsets is not None
+    spread = json.loads(zk_client.get("/brokers/topics/__consumer_offsets")[0])["partitions"]
+    assert spread and all(sorted(r) == [0, 1, 2] for r in spread.values())  # RF=3, not 1
 
 
 def _topic(b: BrokerProc, name: str) -> dict[str, Any] | None:
