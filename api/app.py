@@ -18,6 +18,7 @@ from fastapi import FastAPI
 
 from api import internal, v2, v3
 from api.errors import install_error_handlers
+from api.group_forwarding import install_group_forwarding
 from api.metrics import install_metrics
 from api.openapi import install_openapi
 from api.responses import KafkaV2Response
@@ -63,5 +64,6 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(v3.router)
     app.include_router(internal.router, include_in_schema=False)  # /internal/v1
     install_metrics(app)  # GET /metrics and the request-metrics middleware
+    install_group_forwarding(app, broker)  # cluster: group requests go to the coordinator
     install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS})
     return app

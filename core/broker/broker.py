@@ -21,6 +21,7 @@ from core.broker.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from core.broker.group_hash import coordinator_partition
 from core.broker.metadata import (
     BrokerIdInUseError,
     BrokerRegistration,
@@ -229,6 +230,19 @@ class Broker:
                     configs={"cleanup.policy": "compact", "compression.type": "producer",
                              "segment.bytes": str(self.config["offsets.topic.segment.bytes"])},
                     _internal=True)
+
+    def coordinator_address(self, group: str) -> tuple[str, int] | None:
+        """Host and port of the broker coordinating ``group`` (the leader of its
+        ``__consumer_offsets`` partition) when that is another live broker; None when it
+        is this broker, or unknown (this broker then answers, e.g. NOT_COORDINATOR)."""
+        meta = self.cache.topic(OFFSETS_TOPIC)
+        if meta is None:
+            return None
+        state = meta.states.get(coordinator_partition(group, meta.num_partitions))
+        if state is None or state.leader < 0 or state.leader == self.broker_id:
+            return None
+        reg = self.cache.brokers.get(state.leader)
+        return None if reg is None else (reg.host, reg.port)
 
     # --- topics -------------------------------------------------------------------------
 
