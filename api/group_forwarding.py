@@ -14,6 +14,9 @@ While the coordinator cannot be reached (it died and the controller has not yet 
 its partitions), the request is retried against whatever broker the metadata names
 next, for up to ``RETRY_S``; then this broker answers it itself.
 
+Listing groups (``GET /v3/clusters/{id}/consumer-groups``) asks every live broker and
+answers the union, since each broker knows only the groups it coordinates.
+
 Pure ASGI middleware, installed only in cluster mode (a standalone broker coordinates
 every group, so the hot consumer routes pay nothing).
 """
@@ -26,6 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import orjson
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -37,6 +41,7 @@ RETRY_S = 15.0  # a little over a default failover (session timeout + election)
 # Long polls (consumer records ?timeout=) may legitimately take a while to answer.
 _TIMEOUT = httpx.Timeout(connect=2.0, read=330.0, write=30.0, pool=30.0)
 _GROUP_PATH = re.compile(r"^/(?:consumers|v3/clusters/[^/]+/consumer-groups)/([^/]+)")
+_GROUP_LIST_PATH = re.compile(r"^/v3/clusters/[^/]+/consumer-groups/?$")
 _HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length",
                b"te", b"upgrade", b"proxy-connection"}
 
@@ -57,9 +62,14 @@ class GroupForwardingMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        forwarded = any(k == FORWARDED_HEADER for k, _ in scope["headers"])
+        if (scope["method"] == "GET" and not forwarded
+                and _GROUP_LIST_PATH.match(scope["path"])):
+            await self._list_everywhere(scope, receive, send)
+            return
         group = group_of_path(scope["path"])
         if (group is None or self.broker.coordinator_address(group) is None
-                or any(k == FORWARDED_HEADER for k, _ in scope["headers"])):
+                or forwarded):
             await self.app(scope, receive, send)
             return
         body = await _read_body(receive)
@@ -94,6 +104,51 @@ class GroupForwardingMiddleware:
                 continue
             out = [(k.lower(), v) for k, v in resp.headers.raw if k.lower() not in _HOP_BY_HOP]
             return resp.status_code, out, resp.content
+
+    async def _list_everywhere(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Every broker knows only the groups it coordinates: the list is the union of
+        this broker's answer and every other live broker's (asked with the forwarded
+        mark, so they answer for themselves). A broker that does not answer is left out."""
+        local: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def capture(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                local.update(message)
+            else:
+                chunks.append(message.get("body", b""))
+
+        await self.app(scope, receive, capture)
+        body = b"".join(chunks)
+        if local.get("status") != 200:
+            await send(local)
+            await send({"type": "http.response.body", "body": body})
+            return
+        merged = orjson.loads(body)
+        headers = [(k, v) for k, v in scope["headers"] if k not in _HOP_BY_HOP]
+        headers.append((FORWARDED_HEADER, b"1"))
+        others = [r for b, r in self.broker.cache.brokers.items() if b != self.broker.broker_id]
+
+        async def ask(host: str, port: int) -> list[Any]:
+            try:
+                r = await self._http().get(f"http://{host}:{port}{scope['path']}",
+                                           headers=headers, timeout=5.0)
+                return list(r.json()["data"]) if r.status_code == 200 else []
+            except (httpx.HTTPError, ValueError, KeyError):
+                return []
+
+        seen = {g["consumer_group_id"] for g in merged["data"]}
+        for part in await asyncio.gather(*(ask(r.host, r.port) for r in others)):
+            for g in part:
+                if g["consumer_group_id"] not in seen:
+                    seen.add(g["consumer_group_id"])
+                    merged["data"].append(g)
+        merged["data"].sort(key=lambda g: g["consumer_group_id"])
+        out = orjson.dumps(merged)
+        start_headers = [(k, v) for k, v in local.get("headers", []) if k != b"content-length"]
+        start_headers.append((b"content-length", str(len(out)).encode()))
+        await send({"type": "http.response.start", "status": 200, "headers": start_headers})
+        await send({"type": "http.response.body", "body": out})
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:

@@ -140,6 +140,8 @@ def test_group_answers_through_any_broker_and_survives_its_coordinator(
         lags = httpx.get(f"{b.url}/v3/clusters/{cid}/consumer-groups/{group}/lags",
                          timeout=15).json()["data"]
         assert [(x["partition_id"], x["current_offset"], x["lag"]) for x in lags] == [(0, 10, 0)]
+        listed = httpx.get(f"{b.url}/v3/clusters/{cid}/consumer-groups", timeout=15).json()
+        assert group in [g["consumer_group_id"] for g in listed["data"]]  # every broker lists it
 
     # the coordinator dies: the controller moves its offsets partition, the group reloads
     brokers[coord].kill()
