@@ -648,3 +648,23 @@ def test_consume_with_group_leaves_the_group_on_sigterm(franz_exe: list[str], fr
     assert proc.returncode == 0 and err == b"Processed a total of 0 messages\n", err
     r = franz("consumer-groups", "--describe", "--group", group)
     assert f"Consumer group '{group}' has no active members." in r.out, r
+
+
+def test_leader_election_and_reassign_partitions(franz: Franz, created: str,
+                                                 tmp_path: Path) -> None:
+    r = franz("leader-election", "--topic", created)
+    assert r.code == 0 and "requested for 2 partition(s)" in r.out, r
+    r = franz("leader-election", "--topic", created, "--partition", "1", "--output", "json")
+    assert r.code == 0 and r.json() == [{"topic": created, "partition": 1}], r
+    assert franz("leader-election", "--topic", "nope-x").code == 1
+    assert franz("leader-election").code == 2  # nothing named: a usage error
+    # one broker: a reassignment to a broker that does not exist is refused, naming it
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": created, "partition": 0, "replicas": [9]}]}))
+    r = franz("reassign-partitions", "--reassignment-json-file", str(plan), "--execute")
+    assert r.code == 1 and "9" in r.err, r
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": created, "partition": 0, "replicas": [0]}]}))
+    r = franz("reassign-partitions", "--reassignment-json-file", str(plan), "--verify")
+    assert r.code == 0, r
