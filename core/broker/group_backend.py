@@ -8,7 +8,9 @@ public methods; unit tests use a small fake over real partition logs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Protocol
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:  # the broker imports this module; no runtime cycle
 
 OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size
+LOAD_HW_WAIT_S = 10.0  # how long a load waits for the HW to reach the log end
 
 
 class GroupBackend(Protocol):
@@ -92,6 +95,15 @@ class BrokerGroupBackend:
     async def read_offsets(self, partition: int) -> AsyncIterator[Record]:
         b = self._broker
         offsets = await b.partition_offsets(OFFSETS_TOPIC, partition)
+        # A new leader's log may end above its high watermark with commits that were
+        # acknowledged by the old leader: wait (bounded) until the HW reaches the log end
+        # it has now, as followers fetch, so the last commits are loaded (Kafka loads up
+        # to the log end for the same reason).
+        deadline = time.monotonic() + LOAD_HW_WAIT_S
+        target = offsets.log_end_offset
+        while offsets.high_watermark < target and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            offsets = await b.partition_offsets(OFFSETS_TOPIC, partition)
         offset = offsets.log_start_offset
         while offset < offsets.high_watermark:
             res = await b.fetch(OFFSETS_TOPIC, partition, offset, max_bytes=LOAD_BUFFER_BYTES)
