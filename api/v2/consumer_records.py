@@ -29,7 +29,13 @@ from api.errors import ApiError, ErrorCode
 from api.openapi import errors, records_ok
 from api.v2.body import optional_int, param_doc, query
 from api.v2.consumers import INSTANCE
-from api.v2.embedded import NotJsonError, Polled, render_binary_bytes, render_records
+from api.v2.embedded import (
+    NotJsonError,
+    Polled,
+    render_binary_bytes,
+    render_binary_chunks,
+    render_records,
+)
 from core.broker.types import TopicPartition
 
 router = APIRouter(tags=["v2 consumers"])
@@ -136,6 +142,9 @@ async def read_records(group: str, instance: str, request: Request) -> Response:
         group, instance, timeout_ms=_positive(timeout), max_bytes=_positive(max_bytes)
     )
     if fmt is EmbeddedFormat.BINARY:  # any bytes embed as base64: straight to JSON bytes
+        chunks = getattr(polled, "chunks", None)
+        if chunks is not None:  # per-batch renderings, made once per cached batch
+            return Response(render_binary_chunks(chunks), media_type=media)
         return Response(render_binary_bytes(polled), media_type=media)
     rows, bad, first = render_until_bad_json(fmt, polled)
     if bad:

@@ -22,6 +22,7 @@ import orjson
 
 from api.content_types import EmbeddedFormat
 from api.errors import ApiError, ErrorCode
+from core.broker.batch_cache import CachedBatch
 from core.broker.types import ProduceColumns
 from core.storage.records import Record
 
@@ -232,10 +233,11 @@ _TS_NAMES = tuple(name.encode() for name in TIMESTAMP_TYPES)
 
 
 class _BinaryTemplates:
-    __slots__ = ("any", "keyed", "plain")
+    __slots__ = ("any", "head", "keyed", "partition", "plain")
 
     def __init__(self, topic: str, partition: int) -> None:
         head = b'{"topic":' + orjson.dumps(topic).replace(b"%", b"%%") + b',"key":'
+        self.head, self.partition = head, partition
         tail = b',"partition":%d,"offset":%%d,"timestamp":%%d,"timestamp_type":"' % partition
         #: key null, value, no headers / key, value, no headers, by timestamp type
         self.plain = tuple(
@@ -250,6 +252,20 @@ class _BinaryTemplates:
             + str(partition).encode()
             + b',"offset":%d,"timestamp":%d,"timestamp_type":"%s","headers":%s}'
         )
+
+
+    def _at(self, key: bytes, tt: int, ts: int) -> bytes:
+        return (self.head + key + b',"value":"%s","partition":' + b"%d" % self.partition
+                + b',"offset":%d,"timestamp":' + b"%d" % ts + b',"timestamp_type":"'
+                + _TS_NAMES[tt] + b'","headers":[]}')
+
+    def plain_at(self, tt: int, ts: int) -> bytes:
+        """``plain[tt]`` with the timestamp written in: (value base64, offset)."""
+        return self._at(b"null", tt, ts)
+
+    def keyed_at(self, tt: int, ts: int) -> bytes:
+        """``keyed[tt]`` with the timestamp written in: (key, value base64, offset)."""
+        return self._at(b'"%s"', tt, ts)
 
 
 def _b64_json(data: bytes | None) -> bytes:
@@ -348,6 +364,82 @@ def render_binary_fetched(
             continue
         break  # offset limit or record limit reached
     return b"[" + b",".join(out) + b"]", len(out), last
+
+
+# --- per-batch renderings (core.broker.batch_cache) ------------------------------------
+#
+# A cached batch keeps one JSON object per record (binary format), made once with
+# C-level ``map`` calls over the records (no Python loop for the usual shapes: every
+# record with a value and no headers, keys all null or all set); a range of records is
+# then a slice of that list and the answer one ``b",".join``.
+
+def binary_fragments(topic: str, partition: int, records: Sequence[Any],
+                     log_append_time: int | None = None) -> list[bytes]:
+    """``[orjson.dumps(render_binary([((topic, partition), r)])[0]) for r in records]``
+    for ``Record`` objects; for the C decoder's objects of a LogAppendTime batch, pass
+    ``log_append_time`` (it replaces every timestamp and sets the type)."""
+    n = len(records)
+    if not n:
+        return []
+    t = _BinaryTemplates(topic, partition)
+    values = [r.value for r in records]
+    if None not in values and not any([r.headers for r in records]):
+        if log_append_time is None:
+            types = {r.timestamp_type for r in records}
+            stamps = [r.timestamp for r in records]
+        else:
+            types, stamps = {1}, [log_append_time]
+        if len(types) == 1:
+            tt = types.pop() & 1
+            keys = [r.key for r in records]
+            b2a = _b2a
+            b64 = [b2a(v, newline=False) for v in values]
+            offsets = [r.offset for r in records]
+            if stamps.count(stamps[0]) == len(stamps):  # one timestamp: in the template
+                ts = stamps[0]
+                if keys.count(None) == n:
+                    return list(map(t.plain_at(tt, ts).__mod__, zip(b64, offsets, strict=True)))
+                if None not in keys:
+                    return list(map(t.keyed_at(tt, ts).__mod__, zip(
+                        [b2a(k, newline=False) for k in keys], b64, offsets, strict=True)))
+            elif keys.count(None) == n:
+                return list(map(t.plain[tt].__mod__, zip(b64, offsets, stamps, strict=True)))
+            elif None not in keys:
+                return list(map(t.keyed[tt].__mod__, zip(
+                    [b2a(k, newline=False) for k in keys], b64, offsets, stamps, strict=True)))
+    return [_render_one(t, r, log_append_time) for r in records]
+
+
+def _render_one(t: _BinaryTemplates, r: Any, log_append_time: int | None) -> bytes:
+    value, key, tt, ts = r.value, r.key, r.timestamp_type & 1, r.timestamp
+    if log_append_time is not None:
+        tt, ts = 1, log_append_time
+    if value is None or r.headers:
+        return _render_any(t, r.offset, ts, tt, key, value, r.headers)
+    if key is None:
+        return t.plain[tt] % (_b2a(value, newline=False), r.offset, ts)
+    return t.keyed[tt] % (_b2a(key, newline=False), _b2a(value, newline=False), r.offset, ts)
+
+
+def cached_binary_fragments(topic: str, partition: int, batch: CachedBatch) -> list[bytes]:
+    """``binary_fragments`` of a cached batch, made once per batch (the cache key holds
+    the topic and partition)."""
+    frags = batch.rendered.get("binary")
+    if frags is None:
+        frags = batch.rendered["binary"] = binary_fragments(
+            topic, partition, batch.record_objects(), batch.log_append_time)
+    return frags
+
+
+def render_binary_chunks(chunks: Iterable[tuple[tuple[str, int], CachedBatch, int, int]]
+                         ) -> bytes:
+    """``render_binary_bytes`` of the records of ``(partition, batch, lo, hi)`` ranges."""
+    parts: list[bytes] = []
+    extend = parts.extend
+    for (topic, partition), batch, lo, hi in chunks:
+        frags = cached_binary_fragments(topic, partition, batch)
+        extend(frags if lo == 0 and hi == len(frags) else frags[lo:hi])
+    return b"[" + b",".join(parts) + b"]"
 
 
 def render_records(fmt: EmbeddedFormat, items: Iterable[Polled]) -> list[dict[str, Any]]:

@@ -39,9 +39,9 @@ from api.v2.consumer_records import (
     not_json_error,
     render_until_bad_json,
 )
-from api.v2.embedded import render_binary_fetched
+from api.v2.embedded import cached_binary_fragments
+from core.broker.batch_cache import CACHE
 from core.broker.types import TopicPartition
-from core.storage.records import iter_fetched
 
 if TYPE_CHECKING:
     from core.broker.broker import Broker
@@ -142,21 +142,32 @@ async def _read_binary(
     broker: Broker, topic: str, partition: int, offset: int, media: str, *,
     max_bytes: int, timeout: int, count: int | None,
 ) -> Response:
-    """The binary format straight from the fetched batches to JSON bytes (no Record
-    objects, no dicts, records past ``count`` not even decoded); the same answer as
-    ``Broker.fetch`` + ``render_records``."""
+    """The binary format from per-batch JSON renderings (each batch decoded and
+    rendered once while it stays in ``core.broker.batch_cache``, then sliced); the same
+    answer as ``Broker.fetch`` + ``render_records``."""
     data, _p = await broker.fetch_raw(topic, partition, offset, max_bytes=max_bytes,
                                       max_wait_ms=timeout)
     # no await inside: the same instant as the fetch's return, as in Broker.fetch
     offsets = await broker.partition_offsets(topic, partition)
     hw = offsets.high_watermark
+    body, n, last = b"[]", 0, -1
     if data.data:
-        body, n, last = render_binary_fetched(
-            topic, partition, iter_fetched(data.data, min_offset=offset, max_offset=hw),
-            min_offset=offset, max_offset=hw, limit=count,
-        )
-    else:
-        body, n, last = b"[]", 0, -1
+        # decoded and rendered once per batch (core.broker.batch_cache), then sliced
+        parts: list[bytes] = []
+        extend = parts.extend
+        left = count if count is not None else 1 << 62
+        for batch, lo, hi in CACHE.chunks(topic, partition, data.data, min_offset=offset,
+                                          max_offset=hw):
+            hi = min(hi, lo + left)
+            frags = cached_binary_fragments(topic, partition, batch)
+            extend(frags if lo == 0 and hi == len(frags) else frags[lo:hi])
+            left -= hi - lo
+            last = batch.offsets[hi - 1]
+            if left <= 0:
+                break
+        n = len(parts)
+        if n:
+            body = b"[" + b",".join(parts) + b"]"
     if n:
         next_offset = last + 1
     elif data.data:  # compacted gap: skip past the batches read

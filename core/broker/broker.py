@@ -14,6 +14,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
+from core.broker.batch_cache import fetched_records
 from core.broker.config import BROKER_PROPERTIES, BrokerConfig
 from core.broker.controller import Controller
 from core.broker.errors import (
@@ -59,7 +60,6 @@ from core.storage.config import (
     validate_topic_configs,
 )
 from core.storage.log_manager import LogManager
-from core.storage.records import decode_records
 
 log = logging.getLogger(__name__)
 
@@ -402,7 +402,8 @@ class Broker:
         data, p = await self.fetch_raw(topic, partition, offset, max_bytes=max_bytes,
                                        max_wait_ms=max_wait_ms)
         hw = p.high_watermark
-        records = decode_records(data.data, min_offset=offset, max_offset=hw) if data.data else []
+        records = fetched_records(topic, partition, data.data, min_offset=offset,
+                                  max_offset=hw) if data.data else []
         next_offset = records[-1].offset + 1 if records else offset
         if data.data and not records:  # compacted gap: skip past the batches read
             next_offset = max(offset, min(data.high_offset, hw))

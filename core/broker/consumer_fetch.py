@@ -27,10 +27,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 
-from core.broker.consumer_instance import InstanceState
+from core.broker.batch_cache import CachedBatch, Chunk
+from core.broker.consumer_instance import InstanceState, PolledRecords
 from core.broker.errors import (
     IllegalConsumerStateError,
     NoOffsetForPartitionError,
@@ -104,6 +107,10 @@ class Collected:
     records: list[tuple[TopicPartition, Record]] = field(default_factory=list)
     size: int = 0
     full: bool = False  # the byte cap stopped the read
+    #: the same records as ranges of cached batches, in the same order (None when some
+    #: came from elsewhere)
+    chunks: list[tuple[TopicPartition, CachedBatch, int, int]] | None = field(
+        default_factory=list)
 
 
 class _Read:
@@ -166,7 +173,12 @@ class _Read:
 
     def take(self, tp: TopicPartition, res: FetchResult) -> bool:
         """Add what fits of ``res``; True if the position moved."""
+        chunks = getattr(res.records, "chunks", None)
+        if chunks is not None:
+            return self._take_chunks(tp, res, chunks)
         out = self.out
+        if res.records:
+            out.chunks = None  # records not from cached batches: no per-batch view
         start = pos = out.positions[tp]
         complete = True
         for record in res.records:
@@ -179,6 +191,40 @@ class _Read:
             out.records.append((tp, record))
             out.size += size
             pos = record.offset + 1
+        if complete:
+            pos = max(pos, res.next_offset)
+        out.positions[tp] = pos
+        return pos != start
+
+    def _take_chunks(self, tp: TopicPartition, res: FetchResult, chunks: list[Chunk]) -> bool:
+        """``take`` over the cached batch ranges of a fetch: the same records, cut with
+        ``bisect`` on offsets and cumulative sizes instead of a loop per record."""
+        out = self.out
+        start = pos = out.positions[tp]
+        complete = True
+        for batch, lo, hi in chunks:
+            offs = batch.offsets
+            if offs[hi - 1] < pos:
+                continue
+            if offs[lo] < pos:
+                lo = bisect_left(offs, pos, lo, hi)
+            sizes = batch.cumulative_sizes()
+            end = hi
+            if out.size + sizes[hi] - sizes[lo] > self.max_bytes:
+                # the longest run that fits; the first record of the read always goes
+                end = bisect_right(sizes, sizes[lo] + self.max_bytes - out.size, lo, hi + 1) - 1
+                if end <= lo and not out.records:
+                    end = lo + 1
+            if end > lo:
+                part = batch.records[lo:end]
+                out.records.extend(zip(repeat(tp), part))
+                if out.chunks is not None:
+                    out.chunks.append((tp, batch, lo, end))
+                out.size += sizes[end] - sizes[lo]
+                pos = offs[end - 1] + 1
+            if end < hi:
+                out.full = complete = False
+                break
         if complete:
             pos = max(pos, res.next_offset)
         out.positions[tp] = pos
@@ -300,7 +346,7 @@ async def read_instance(
     while True:
         state.changed.clear()
         order = await plan_positions(backend, committed, member, state)
-        records: list[tuple[TopicPartition, Record]] = []
+        records: list[tuple[TopicPartition, Record]] = PolledRecords()
         if order:
             start = {tp: state.positions[tp] for tp in order}
             got = await collect(
@@ -313,7 +359,7 @@ async def read_instance(
                 reset=lambda tp: reset_position(backend, tp, policy),
                 interrupt=state.changed,
             )
-            records = state.apply_read(start, got.positions, got.records)
+            records = state.apply_read(start, got.positions, got.records, got.chunks)
         heartbeat()
         remaining = deadline - loop.time()
         if records or remaining <= 0:

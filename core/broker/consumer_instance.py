@@ -106,6 +106,19 @@ class ConsumerInstanceInfo:
         )
 
 
+class PolledRecords(list[tuple[TopicPartition, Record]]):
+    """A read's ``(partition, record)`` pairs; ``chunks``, when not None, holds the same
+    records as ``(partition, cached batch, lo, hi)`` ranges (``core.broker.batch_cache``)
+    in the same order, so the API can answer from per-batch renderings."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, items: list[tuple[TopicPartition, Record]] | None = None,
+                 chunks: list[tuple[TopicPartition, Any, int, int]] | None = None) -> None:
+        super().__init__(items or ())
+        self.chunks = chunks
+
+
 @dataclass(slots=True)
 class InstanceState:
     """Runtime state of one instance, attached to its group member (``Member.runtime``).
@@ -147,7 +160,8 @@ class InstanceState:
         start: Mapping[TopicPartition, int],
         positions: Mapping[TopicPartition, int],
         records: list[tuple[TopicPartition, Record]],
-    ) -> list[tuple[TopicPartition, Record]]:
+        chunks: list[tuple[TopicPartition, Any, int, int]] | None = None,
+    ) -> PolledRecords:
         """Take a read's positions where nobody moved them meanwhile (a seek, a
         revocation); records of partitions that moved under the read are dropped."""
         kept = set()
@@ -155,7 +169,12 @@ class InstanceState:
             if self.positions.get(tp) == start[tp]:
                 self.positions[tp] = pos
                 kept.add(tp)
-        return [(tp, r) for tp, r in records if tp in kept]
+        if len(kept) == len(positions):
+            return PolledRecords(records, chunks)
+        return PolledRecords(
+            [(tp, r) for tp, r in records if tp in kept],
+            None if chunks is None else [c for c in chunks if c[0] in kept],
+        )
 
     def rotated(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """``partitions`` starting one further on each call: no partition is always last."""
