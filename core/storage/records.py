@@ -13,7 +13,7 @@ The per-record loops run in C (``core.storage.codec``); this module adds the nam
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from functools import partial
 from itertools import repeat
@@ -193,28 +193,6 @@ def decode_records(
             break
         _append_records(out, data, pos, h, min_offset, max_offset)
     return out
-
-
-def iter_fetched(
-    data: bytes | bytearray | memoryview, *, min_offset: int = 0, max_offset: int | None = None
-) -> Iterator[tuple[int, int, int | None, Iterator[codec.RecordTuple]]]:
-    """For hot paths that render records straight from fetched bytes: per whole,
-    non-control batch of ``data`` that may hold offsets in ``[min_offset,
-    max_offset)``, ``(base_offset, last_offset, log_append_time, rows)`` where ``rows``
-    yields ``(offset, timestamp, timestamp_type, key, value, headers)`` for *every*
-    record of the batch (the caller filters offsets) and ``log_append_time`` is the
-    batch's max timestamp when it is a LogAppendTime batch (then it replaces every
-    record's timestamp and the type is LogAppendTime), else None (CreateTime)."""
-    for pos, h in iter_batches(data):
-        if h.last_offset < min_offset or h.is_control:
-            continue
-        if max_offset is not None and h.base_offset >= max_offset:
-            break
-        if pos + h.size > len(data):  # pragma: no cover - iter_batches stops before
-            raise CorruptRecordError("batch runs past the end of the buffer")
-        log_append = h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME else None
-        rows = codec.iter_batch_records(memoryview(data)[pos : pos + h.size])
-        yield h.base_offset, h.last_offset, log_append, rows
 
 
 def iter_raw_records(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader):
