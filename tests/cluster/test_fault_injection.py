@@ -453,6 +453,36 @@ def http_log(b: BrokerProcess, partition: int) -> list[tuple[int, str]]:
     raise AssertionError("range read did not end")
 
 
+# --- a consumer group across the faults ---------------------------------------------------
+
+GROUP = "fault-group"
+V2 = "application/vnd.kafka.v2+json"
+
+
+def group_instance(b: BrokerProcess, name: str) -> str:
+    """A v2 consumer instance of GROUP through ``b``, manually assigned partition 0."""
+    base = f"{b.url}/consumers/{GROUP}"
+    r = httpx.post(base, headers={"Content-Type": V2}, timeout=30, json={
+        "name": name, "format": "json", "auto.offset.reset": "earliest",
+        "auto.commit.enable": "false"})
+    assert r.status_code == 200, r.text
+    r = httpx.post(f"{base}/instances/{name}/assignments", headers={"Content-Type": V2},
+                   timeout=30, json={"partitions": [{"topic": TOPIC, "partition": 0}]})
+    assert r.status_code == 204, r.text
+    return f"{base}/instances/{name}"
+
+
+def group_read(instance: str, want: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 30
+    while len(rows) < want and time.monotonic() < deadline:
+        r = httpx.get(f"{instance}/records?timeout=1000&max_bytes=20000",
+                      headers={"Accept": JSON_V2}, timeout=30)
+        assert r.status_code == 200, r.text
+        rows += r.json()
+    return rows
+
+
 # --- the test -------------------------------------------------------------------------------
 
 
@@ -471,6 +501,13 @@ def test_acknowledged_records_survive_kills_and_stops(brokers: list[BrokerProces
     producers.start()
     try:
         wait_until(lambda: producers.acked_count() >= 100, 30, "the first acknowledged writes")
+        # a group reads partition 0 and commits what it fetched, before any fault
+        first = group_instance(brokers[0], "before-faults")
+        read_before = group_read(first, 20)
+        assert len(read_before) >= 20
+        r = httpx.post(f"{first}/offsets", headers={"Content-Type": V2}, timeout=30)
+        assert r.status_code == 200, r.text
+        committed = read_before[-1]["offset"] + 1
         for r in range(ROUNDS):
             log(f"round {r + 1}/{ROUNDS}: {producers.acked_count()} records acknowledged so far")
             faults.kill_leader()
@@ -486,6 +523,11 @@ def test_acknowledged_records_survive_kills_and_stops(brokers: list[BrokerProces
 
     wait_until(lambda: all_in_sync(brokers), 30, "all replicas in sync after the faults")
     counts = verify(brokers, producers, faults.tail_ids)
+    # the group's commit survived the kills and restarts of every broker: a new
+    # instance, through another broker, resumes exactly there
+    resumed = group_read(group_instance(brokers[2], "after-faults"), 1)
+    assert resumed and resumed[0]["offset"] == committed, (resumed[:1], committed)
+    counts["group_resumed_at"] = committed
     assert counts["tail_found"] < counts["tail_written"], "no leader-only tail was truncated"
     counts["truncations_logged"] = sum(
         b.log_path.read_text(errors="replace").count(": diverging at leader epoch") for b in brokers)
