@@ -523,7 +523,7 @@ def test_acknowledged_records_survive_kills_and_stops(brokers: list[BrokerProces
 
     wait_until(lambda: all_in_sync(brokers), 30, "all replicas in sync after the faults")
     counts = verify(brokers, producers, faults.tail_ids)
-    # the group's commit survived the kills and restarts of every broker: a new
+    # the group's commit survived the faults (kills and restarts of brokers): a new
     # instance, through another broker, resumes exactly there
     resumed = group_read(group_instance(brokers[2], "after-faults"), 1)
     assert resumed and resumed[0]["offset"] == committed, (resumed[:1], committed)
