@@ -27,6 +27,7 @@ from core.broker.partition import Partition
 from core.broker.types import TopicPartition
 from core.clock import Clock
 from core.errors import FranzError
+from core.storage.blocking import run_blocking
 from core.storage.config import LogConfig
 from core.storage.errors import OffsetOutOfRangeError
 from core.storage.log import AppendInfo, FetchData
@@ -60,6 +61,7 @@ class ReplicaManager:
         self.isr_store: IsrStore | None = None
         self.is_alive: Callable[[int], bool] = lambda _broker_id: True
         self._isr_tasks: set[asyncio.Task[None]] = set()
+        self._flushing: dict[TopicPartition, asyncio.Future[None]] = {}  # group commit
         # ISR changes written by this broker as leader (Kafka's IsrShrinksPerSec /
         # IsrExpandsPerSec; api.metrics exports them as counters).
         self.isr_shrinks = 0
@@ -167,7 +169,15 @@ class ReplicaManager:
         self, tp: TopicPartition, data: bytearray, *, acks: int, timeout_ms: int
     ) -> AppendInfo:
         p = self.leader_partition(tp)
-        info = p.append_as_leader(data, required_acks=acks)
+        # flush.messages: this append leaves the fsync to the group commit below (off the
+        # loop); follower appends keep fsyncing inline.
+        p.log.defer_count_flush = True
+        try:
+            info = p.append_as_leader(data, required_acks=acks)
+        finally:
+            p.log.defer_count_flush = False
+        if p.log.flush_due:
+            await self._flush_through(p, info.last_offset + 1)
         if acks != -1 or p.high_watermark > info.last_offset:
             return info
         await self._await_high_watermark(p, info.last_offset + 1, timeout_ms)
@@ -176,6 +186,24 @@ class ReplicaManager:
                 f"records were written to {tp[0]}-{tp[1]} but the ISR shrank below min.insync.replicas"
             )
         return info
+
+    async def _flush_through(self, p: Partition, offset: int) -> None:
+        """Group commit for ``flush.messages``: fsync (in a worker thread) through
+        ``offset``. An fsync covers every append made before it started, so appends that
+        arrive while one runs wait for it and then share the next one."""
+        log = p.log
+        while log.recovery_point < offset:
+            running = self._flushing.get(p.tp)
+            if running is not None:
+                await asyncio.shield(running)
+                continue
+            done = asyncio.get_running_loop().create_future()
+            self._flushing[p.tp] = done
+            try:
+                await run_blocking(log.flush)
+            finally:
+                del self._flushing[p.tp]
+                done.set_result(None)
 
     async def _await_high_watermark(self, p: Partition, target: int, timeout_ms: int) -> None:
         loop = asyncio.get_running_loop()

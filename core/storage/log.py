@@ -14,7 +14,9 @@ Durability: appends are written with ``write`` and not fsynced. A roll calls
 ``on_roll(log, new_base_offset)`` if the owner passed one (it should schedule
 ``flush(new_base_offset)`` off the event loop, as Kafka does); without it the rolled
 segment is flushed synchronously. ``flush.messages`` is applied inline after appends;
-``flush.ms`` is the owner's job (``core.storage.flusher``).
+``flush.ms`` is the owner's job (``core.storage.flusher``). An owner may take the
+``flush.messages`` fsync over (``defer_count_flush``; ``flush_due`` says when one is owed),
+as the broker does to fsync off the event loop and group concurrent appends.
 
 Deleted segments are renamed to ``.deleted`` and removed immediately, not after
 ``file.delete.delay.ms``: nothing in franz reads a deleted segment through an old
@@ -115,6 +117,7 @@ class PartitionLog:
         self._clock = clock
         self._rng = random.Random()
         self.on_roll = on_roll
+        self.defer_count_flush = False
         self.leader_epoch_cache = epoch_cache
         self.log_end_offset = self.active_segment.next_offset()
         self.log_start_offset = min(
@@ -259,8 +262,15 @@ class PartitionLog:
             return self.roll(append.first_offset)
         return seg
 
+    @property
+    def flush_due(self) -> bool:
+        """``flush.messages`` or more messages were appended since the last fsync."""
+        return self.unflushed_messages >= self.config.flush_messages
+
     def _maybe_flush_by_count(self) -> None:
-        if self.unflushed_messages >= self.config.flush_messages:
+        # An owner that set ``defer_count_flush`` fsyncs off the event loop itself
+        # (group commit: one fsync for every append made while the previous one ran).
+        if not self.defer_count_flush and self.flush_due:
             self.flush()
 
     def _empty_append_info(self) -> AppendInfo:

@@ -19,7 +19,7 @@ from core.broker.errors import (
     UnknownTopicError,
 )
 from core.broker.partitioner import partition_for_key
-from core.broker.types import ProduceRecord
+from core.broker.types import ProduceRecord, TopicPartition
 from core.storage.errors import InvalidConfigError, InvalidTopicError, MessageTooLargeError
 
 
@@ -200,3 +200,31 @@ async def test_offset_for_timestamp(broker: Broker) -> None:
     assert await broker.offset_for_timestamp("t", 0, -2) == 0
     assert await broker.offset_for_timestamp("t", 0, -1) == 2
     assert await broker.offset_for_timestamp("t", 0, 9999) is None
+
+
+async def test_flush_messages_1_fsyncs_before_the_answer_and_groups_fsyncs(broker: Broker) -> None:
+    """flush.messages=1: every acknowledged append is fsynced (the recovery point has
+    passed it) when produce returns, and concurrent appends share fsyncs (group commit)
+    instead of one fsync each on the event loop."""
+    await broker.create_topic("durable", partitions=1, configs={"flush.messages": "1"})
+    await broker.produce("durable", [ProduceRecord(b"first")])  # the partition exists now
+    log = broker.replica_manager.partitions[TopicPartition("durable", 0)].log  # type: ignore[union-attr]
+    fsyncs = 0
+    real_flush = log.flush
+
+    def counting_flush(up_to_offset: int | None = None) -> None:
+        nonlocal fsyncs
+        fsyncs += 1
+        time.sleep(0.005)  # a slow disk: appends pile up while one fsync runs
+        real_flush(up_to_offset)
+
+    log.flush = counting_flush  # type: ignore[method-assign]
+
+    async def produce_one(i: int) -> None:
+        (res,) = await broker.produce("durable", [ProduceRecord(f"r{i}".encode())])
+        assert res.error is None
+        assert log.recovery_point > res.offset  # durable before the answer
+
+    await asyncio.gather(*(produce_one(i) for i in range(40)))
+    assert log.recovery_point == log.log_end_offset == 41
+    assert 1 <= fsyncs < 40, fsyncs  # grouped
