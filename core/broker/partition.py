@@ -198,7 +198,8 @@ class Partition:
 
     # --- leader path ------------------------------------------------------------------
 
-    def append_as_leader(self, data: bytearray, *, required_acks: int) -> AppendInfo:
+    def append_as_leader(self, data: bytearray, *, required_acks: int,
+                         flush_inline: bool = True) -> AppendInfo:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.tp[0]}-{self.tp[1]}")
         min_isr = self.config.min_insync_replicas
@@ -207,7 +208,8 @@ class Partition:
                 f"the in-sync replica set of {self.tp[0]}-{self.tp[1]} has {len(self.isr)} member(s), "
                 f"below min.insync.replicas={min_isr}"
             )
-        info = self.log.append_as_leader(data, leader_epoch=self.leader_epoch)
+        info = self.log.append_as_leader(data, leader_epoch=self.leader_epoch,
+                                         flush_inline=flush_inline)
         self.leo_waiters.notify()
         self.maybe_increment_high_watermark()
         return info

@@ -169,18 +169,13 @@ class ReplicaManager:
         self, tp: TopicPartition, data: bytearray, *, acks: int, timeout_ms: int
     ) -> AppendInfo:
         p = self.leader_partition(tp)
-        # flush.messages: this append leaves the fsync to the group commit below (off the
-        # loop); follower appends keep fsyncing inline.
-        p.log.defer_count_flush = True
-        try:
-            info = p.append_as_leader(data, required_acks=acks)
-        finally:
-            p.log.defer_count_flush = False
+        # flush.messages: the fsync is the group commit below (off the loop), not inline
+        info = p.append_as_leader(data, required_acks=acks, flush_inline=False)
         if p.log.flush_due:
             await self._flush_through(p, info.last_offset + 1)
         if acks != -1 or p.high_watermark > info.last_offset:
             return info
-        await self._await_high_watermark(p, info.last_offset + 1, timeout_ms)
+        await self.await_high_watermark(p, info.last_offset + 1, timeout_ms)
         if len(p.isr) < p.config.min_insync_replicas:
             raise NotEnoughReplicasAfterAppendError(
                 f"records were written to {tp[0]}-{tp[1]} but the ISR shrank below min.insync.replicas"
@@ -205,7 +200,9 @@ class ReplicaManager:
                 del self._flushing[p.tp]
                 done.set_result(None)
 
-    async def _await_high_watermark(self, p: Partition, target: int, timeout_ms: int) -> None:
+    async def await_high_watermark(self, p: Partition, target: int, timeout_ms: int) -> None:
+        """Until ``p``'s HW reaches ``target``, woken by HW moves; RequestTimedOutError after
+        ``timeout_ms``, NotLeaderOrFollowerError if ``p`` stops leading."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         while p.high_watermark < target:

@@ -14,9 +14,9 @@ Durability: appends are written with ``write`` and not fsynced. A roll calls
 ``on_roll(log, new_base_offset)`` if the owner passed one (it should schedule
 ``flush(new_base_offset)`` off the event loop, as Kafka does); without it the rolled
 segment is flushed synchronously. ``flush.messages`` is applied inline after appends;
-``flush.ms`` is the owner's job (``core.storage.flusher``). An owner may take the
-``flush.messages`` fsync over (``defer_count_flush``; ``flush_due`` says when one is owed),
-as the broker does to fsync off the event loop and group concurrent appends.
+``flush.ms`` is the owner's job (``core.storage.flusher``). A leader append may
+leave the ``flush.messages`` fsync to its caller (``flush_inline=False``), as the broker
+does to fsync off the event loop and group concurrent appends.
 
 Deleted segments are renamed to ``.deleted`` and removed immediately, not after
 ``file.delete.delay.ms``: nothing in franz reads a deleted segment through an old
@@ -117,7 +117,6 @@ class PartitionLog:
         self._clock = clock
         self._rng = random.Random()
         self.on_roll = on_roll
-        self.defer_count_flush = False
         self.leader_epoch_cache = epoch_cache
         self.log_end_offset = self.active_segment.next_offset()
         self.log_start_offset = min(
@@ -190,10 +189,13 @@ class PartitionLog:
 
     # --- appending -------------------------------------------------------------------
 
-    def append_as_leader(self, data: bytes | bytearray, *, leader_epoch: int) -> AppendInfo:
+    def append_as_leader(self, data: bytes | bytearray, *, leader_epoch: int,
+                         flush_inline: bool = True) -> AppendInfo:
         """Validate a produce payload (whole v2 batches), assign offsets from the LEO,
         stamp ``leader_epoch`` and write it. Nothing is written if any batch is invalid.
-        A ``bytearray`` is patched in place; other buffers are copied first."""
+        A ``bytearray`` is patched in place; other buffers are copied first. With
+        ``flush_inline=False`` a ``flush.messages`` fsync is left to the caller
+        (``flush_due`` says when one is owed)."""
         now = self._clock.now_ms()
         buf = as_buffer(data)
         where = self._where()
@@ -213,7 +215,8 @@ class PartitionLog:
         self._write(append)
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, append.first_offset)
-        self._maybe_flush_by_count()
+        if flush_inline:
+            self._maybe_flush_by_count()
         return self._append_info(append, log_append_time=now if log_append else -1)
 
     def append_as_follower(self, data: bytes | bytearray) -> AppendInfo:
@@ -268,9 +271,7 @@ class PartitionLog:
         return self.unflushed_messages >= self.config.flush_messages
 
     def _maybe_flush_by_count(self) -> None:
-        # An owner that set ``defer_count_flush`` fsyncs off the event loop itself
-        # (group commit: one fsync for every append made while the previous one ran).
-        if not self.defer_count_flush and self.flush_due:
+        if self.flush_due:
             self.flush()
 
     def _empty_append_info(self) -> AppendInfo:
