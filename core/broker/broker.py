@@ -241,8 +241,7 @@ class Broker:
         state = meta.states.get(coordinator_partition(group, meta.num_partitions))
         if state is None or state.leader < 0 or state.leader == self.broker_id:
             return None
-        reg = self.cache.brokers.get(state.leader)
-        return None if reg is None else (reg.host, reg.port)
+        return self.replication.address_of(state.leader)
 
     # --- topics -------------------------------------------------------------------------
 

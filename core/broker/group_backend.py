@@ -8,13 +8,11 @@ public methods; unit tests use a small fake over real partition logs.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Protocol
 
-from core.broker.errors import UnknownTopicOrPartitionError
+from core.broker.errors import RequestTimedOutError, UnknownTopicOrPartitionError
 from core.broker.types import FetchResult, PartitionOffsets, TopicPartition
 from core.storage.records import Record
 
@@ -23,7 +21,7 @@ if TYPE_CHECKING:  # the broker imports this module; no runtime cycle
 
 OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size
-LOAD_HW_WAIT_S = 10.0  # how long a load waits for the HW to reach the log end
+LOAD_HW_WAIT_MS = 10_000  # how long a load waits for the HW to reach the log end
 
 
 class GroupBackend(Protocol):
@@ -94,16 +92,16 @@ class BrokerGroupBackend:
 
     async def read_offsets(self, partition: int) -> AsyncIterator[Record]:
         b = self._broker
-        offsets = await b.partition_offsets(OFFSETS_TOPIC, partition)
+        rm = b.replica_manager
+        assert rm is not None, "broker not started"
         # A new leader's log may end above its high watermark with commits that were
         # acknowledged by the old leader: wait (bounded) until the HW reaches the log end
         # it has now, as followers fetch, so the last commits are loaded (Kafka loads up
         # to the log end for the same reason).
-        deadline = time.monotonic() + LOAD_HW_WAIT_S
-        target = offsets.log_end_offset
-        while offsets.high_watermark < target and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-            offsets = await b.partition_offsets(OFFSETS_TOPIC, partition)
+        p = rm.leader_partition(TopicPartition(OFFSETS_TOPIC, partition))
+        with contextlib.suppress(RequestTimedOutError):
+            await rm.await_high_watermark(p, p.log.log_end_offset, LOAD_HW_WAIT_MS)
+        offsets = await b.partition_offsets(OFFSETS_TOPIC, partition)
         offset = offsets.log_start_offset
         while offset < offsets.high_watermark:
             res = await b.fetch(OFFSETS_TOPIC, partition, offset, max_bytes=LOAD_BUFFER_BYTES)
