@@ -11,11 +11,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,7 @@ import httpx
 import pytest
 from kazoo.client import KazooClient
 
-from .conftest import free_port
+from .conftest import BrokerProcess, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 JSON_V2 = "application/vnd.kafka.json.v2+json"
@@ -34,75 +31,12 @@ OVERRIDES = [f"replica.lag.time.max.ms={LAG_MS}", f"zookeeper.session.timeout.ms
              "min.insync.replicas=2", "log.flush.scheduler.interval.ms=200"]
 
 
-@dataclass
-class BrokerProc:
-    broker_id: int
-    port: int
-    data_dir: Path
-    zk: str
-    log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        cmd = [sys.executable, "-m", "app.cli", "broker", "--broker-id", str(self.broker_id),
-               "--zookeeper", self.zk, "--host", "127.0.0.1", "--port", str(self.port),
-               "--data-dir", str(self.data_dir)]
-        for o in OVERRIDES:
-            cmd += ["--override", o]
-        with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        wait_for(lambda: self._ready(), 30, f"broker {self.broker_id} serving")
-
-    def _ready(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"broker {self.broker_id} exited:\n{self.log_path.read_text()[-3000:]}")
-        try:
-            return httpx.get(f"{self.url}/v3/clusters", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-
-def wait_for(cond: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
 @pytest.fixture(scope="module")
-def cluster(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
+def cluster(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProcess]]:
     root = tmp_path_factory.mktemp("cluster")
     zk = f"{zookeeper}/franz-cluster-{os.getpid()}-{time.monotonic_ns()}"
-    brokers = [BrokerProc(i, free_port(), root / f"data-{i}", zk, root / f"broker-{i}.log")
-               for i in range(3)]
+    brokers = [BrokerProcess(i, free_port(), root / f"data-{i}", zk, root / f"broker-{i}.log",
+                          overrides=OVERRIDES) for i in range(3)]
     try:
         for b in brokers:
             b.start()
@@ -113,7 +47,7 @@ def cluster(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture(scope="module")
-def zk_client(cluster: list[BrokerProc]) -> Iterator[KazooClient]:
+def zk_client(cluster: list[BrokerProcess]) -> Iterator[KazooClient]:
     client = KazooClient(hosts=cluster[0].zk, timeout=10)
     client.start(timeout=10)
     yield client
@@ -121,14 +55,14 @@ def zk_client(cluster: list[BrokerProc]) -> Iterator[KazooClient]:
     client.close()
 
 
-def create_topic(b: BrokerProc, name: str, *, partitions: int = 1, rf: int = 3) -> None:
+def create_topic(b: BrokerProcess, name: str, *, partitions: int = 1, rf: int = 3) -> None:
     cid = httpx.get(f"{b.url}/v3/clusters").json()["data"][0]["cluster_id"]
     resp = httpx.post(f"{b.url}/v3/clusters/{cid}/topics", timeout=30, json={
         "topic_name": name, "partitions_count": partitions, "replication_factor": rf})
     assert resp.status_code in (200, 201), resp.text
 
 
-def produce(b: BrokerProc, topic: str, values: list[Any], *, acks: str = "all") -> list[int]:
+def produce(b: BrokerProcess, topic: str, values: list[Any], *, acks: str = "all") -> list[int]:
     resp = httpx.post(f"{b.url}/topics/{topic}/partitions/0", params={"acks": acks}, timeout=40,
                       headers={"Content-Type": JSON_V2},
                       content=json.dumps({"records": [{"value": v} for v in values]}))
@@ -138,7 +72,7 @@ def produce(b: BrokerProc, topic: str, values: list[Any], *, acks: str = "all") 
     return offsets
 
 
-def read_all(b: BrokerProc, topic: str) -> list[tuple[int, Any]]:
+def read_all(b: BrokerProcess, topic: str) -> list[tuple[int, Any]]:
     out: list[tuple[int, Any]] = []
     offset = 0
     while True:
@@ -152,7 +86,7 @@ def read_all(b: BrokerProc, topic: str) -> list[tuple[int, Any]]:
         offset = rows[-1]["offset"] + 1
 
 
-def replica(b: BrokerProc, topic: str) -> dict[str, Any] | None:
+def replica(b: BrokerProcess, topic: str) -> dict[str, Any] | None:
     try:
         rows = httpx.get(f"{b.url}/internal/v1/replicas", timeout=5).json()
     except httpx.HTTPError:
@@ -165,12 +99,12 @@ def state(zk: KazooClient, topic: str) -> dict[str, Any]:
     return dict(json.loads(data))
 
 
-def segment_bytes(b: BrokerProc, topic: str) -> bytes:
+def segment_bytes(b: BrokerProcess, topic: str) -> bytes:
     d = b.data_dir / f"{topic}-0"
     return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
 
 
-def in_sync_everywhere(cluster: list[BrokerProc], topic: str, live: list[int]) -> bool:
+def in_sync_everywhere(cluster: list[BrokerProcess], topic: str, live: list[int]) -> bool:
     reps = [replica(cluster[i], topic) for i in live]
     if any(r is None for r in reps):
         return False
@@ -179,11 +113,11 @@ def in_sync_everywhere(cluster: list[BrokerProc], topic: str, live: list[int]) -
     return len(leos) == 1 and hws == leos
 
 
-def test_topic_created_through_one_broker_is_seen_by_all(cluster: list[BrokerProc],
+def test_topic_created_through_one_broker_is_seen_by_all(cluster: list[BrokerProcess],
                                                          zk_client: KazooClient) -> None:
     create_topic(cluster[0], "rep3", partitions=3)
     for b in cluster:
-        topic = wait_for(lambda b=b: _topic(b, "rep3"), 10, f"rep3 on broker {b.broker_id}")
+        topic = wait_until(lambda b=b: _topic(b, "rep3"), 10, f"rep3 on broker {b.broker_id}")
         assert len(topic["partitions"]) == 3
     # Kafka's znode layout and JSON payloads
     assignment = json.loads(zk_client.get("/brokers/topics/rep3")[0])
@@ -196,27 +130,27 @@ def test_topic_created_through_one_broker_is_seen_by_all(cluster: list[BrokerPro
     assert json.loads(zk_client.get("/controller")[0])["brokerid"] == 0
     assert json.loads(zk_client.get("/brokers/ids/1")[0])["port"] == cluster[1].port
     # __consumer_offsets waited for offsets.topic.replication.factor (3) live brokers
-    offsets = wait_for(lambda: zk_client.exists("/brokers/topics/__consumer_offsets"), 10,
+    offsets = wait_until(lambda: zk_client.exists("/brokers/topics/__consumer_offsets"), 10,
                        "__consumer_offsets")
     assert offsets is not None
     spread = json.loads(zk_client.get("/brokers/topics/__consumer_offsets")[0])["partitions"]
     assert spread and all(sorted(r) == [0, 1, 2] for r in spread.values())  # RF=3, not 1
 
 
-def _topic(b: BrokerProc, name: str) -> dict[str, Any] | None:
+def _topic(b: BrokerProcess, name: str) -> dict[str, Any] | None:
     resp = httpx.get(f"{b.url}/topics/{name}", timeout=5)
     return resp.json() if resp.status_code == 200 else None
 
 
-def test_produce_through_any_broker_and_identical_replicas(cluster: list[BrokerProc],
+def test_produce_through_any_broker_and_identical_replicas(cluster: list[BrokerProcess],
                                                           zk_client: KazooClient) -> None:
     create_topic(cluster[1], "same")  # a non-controller creates it too
-    wait_for(lambda: all(replica(b, "same") for b in cluster), 10, "replicas of 'same'")
+    wait_until(lambda: all(replica(b, "same") for b in cluster), 10, "replicas of 'same'")
     acked = []
     for i in range(30):
         acked += produce(cluster[i % 3], "same", [f"v{i}-{j}" for j in range(5)])
     assert acked == list(range(150))
-    wait_for(lambda: in_sync_everywhere(cluster, "same", [0, 1, 2]), 10, "replicas in sync")
+    wait_until(lambda: in_sync_everywhere(cluster, "same", [0, 1, 2]), 10, "replicas in sync")
     logs = [segment_bytes(b, "same") for b in cluster]
     assert logs[0] == logs[1] == logs[2] and len(logs[0]) > 0
     for b in cluster:  # reads through any broker are forwarded to the leader
@@ -224,7 +158,7 @@ def test_produce_through_any_broker_and_identical_replicas(cluster: list[BrokerP
 
 
 def test_leader_killed_new_leader_from_isr_then_old_one_rejoins(
-        cluster: list[BrokerProc], zk_client: KazooClient) -> None:
+        cluster: list[BrokerProcess], zk_client: KazooClient) -> None:
     create_topic(cluster[0], "fail")
     acked = {}
     for i in range(20):
@@ -233,7 +167,7 @@ def test_leader_killed_new_leader_from_isr_then_old_one_rejoins(
     before = state(zk_client, "fail")
     old = before["leader"]
     cluster[old].kill()
-    after = wait_for(lambda: (s := state(zk_client, "fail"))["leader"] not in (old, -1) and s,
+    after = wait_until(lambda: (s := state(zk_client, "fail"))["leader"] not in (old, -1) and s,
                      SESSION_MS / 1000 + 10, "a new leader")
     assert after["leader_epoch"] > before["leader_epoch"] and after["leader"] in before["isr"]
     assert old not in after["isr"]
@@ -246,13 +180,13 @@ def test_leader_killed_new_leader_from_isr_then_old_one_rejoins(
     got = dict(read_all(alive[0], "fail"))
     assert all(got.get(o) == v for o, v in acked.items()), "an acknowledged record was lost"
     cluster[old].start()  # restart: catches up and rejoins the ISR
-    wait_for(lambda: old in state(zk_client, "fail")["isr"], 20, f"broker {old} back in the ISR")
-    wait_for(lambda: in_sync_everywhere(cluster, "fail", [0, 1, 2]), 10, "replicas in sync")
+    wait_until(lambda: old in state(zk_client, "fail")["isr"], 20, f"broker {old} back in the ISR")
+    wait_until(lambda: in_sync_everywhere(cluster, "fail", [0, 1, 2]), 10, "replicas in sync")
     logs = [segment_bytes(b, "fail") for b in cluster]
     assert logs[0] == logs[1] == logs[2]
 
 
-def test_stopped_follower_leaves_isr_and_rejoins(cluster: list[BrokerProc],
+def test_stopped_follower_leaves_isr_and_rejoins(cluster: list[BrokerProcess],
                                                  zk_client: KazooClient) -> None:
     create_topic(cluster[0], "lag")
     produce(cluster[0], "lag", ["x"])
@@ -272,5 +206,5 @@ def test_stopped_follower_leaves_isr_and_rejoins(cluster: list[BrokerProc],
         produce(leader, "lag", ["z"], acks="all")
     finally:
         cluster[follower].signal(signal.SIGCONT)
-    wait_for(lambda: follower in state(zk_client, "lag")["isr"], 20, "the follower back in the ISR")
+    wait_until(lambda: follower in state(zk_client, "lag")["isr"], 20, "the follower back in the ISR")
     produce(cluster[follower], "lag", ["after"], acks="all")
