@@ -24,14 +24,13 @@ import httpx
 import pytest
 from kazoo.client import KazooClient
 
-from .conftest import free_port
+from .conftest import BrokerProcess, free_port, wait_until
 from .test_cluster import (
     JSON_V2,
-    BrokerProc,
+    OVERRIDES,
     read_all,
     replica,
     state,
-    wait_for,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,25 +38,12 @@ SESSION_MS = 4000
 EXTRA = ["leader.imbalance.check.interval.seconds=2", "offsets.topic.replication.factor=1"]
 
 
-class OpsBroker(BrokerProc):
-    """``BrokerProc`` with this module's extra overrides."""
-
-    def start(self) -> None:
-        from . import test_cluster  # noqa: PLC0415
-
-        saved = list(test_cluster.OVERRIDES)
-        test_cluster.OVERRIDES[:] = saved + EXTRA
-        try:
-            super().start()
-        finally:
-            test_cluster.OVERRIDES[:] = saved
-
-
 @pytest.fixture(scope="module")
-def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[OpsBroker]]:
+def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProcess]]:
     root = tmp_path_factory.mktemp("controller-ops")
     zk = f"{zookeeper}/franz-ops-{os.getpid()}-{time.monotonic_ns()}"
-    procs = [OpsBroker(i, free_port(), root / f"data-{i}", zk, root / f"broker-{i}.log")
+    procs = [BrokerProcess(i, free_port(), root / f"data-{i}", zk, root / f"broker-{i}.log",
+                           overrides=OVERRIDES + EXTRA)
              for i in range(3)]
     try:
         for b in procs:
@@ -69,7 +55,7 @@ def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture(scope="module")
-def zk(brokers: list[OpsBroker]) -> Iterator[KazooClient]:
+def zk(brokers: list[BrokerProcess]) -> Iterator[KazooClient]:
     client = KazooClient(hosts=brokers[0].zk, timeout=10)
     client.start(timeout=10)
     yield client
@@ -77,20 +63,20 @@ def zk(brokers: list[OpsBroker]) -> Iterator[KazooClient]:
     client.close()
 
 
-def cluster_id(b: BrokerProc) -> str:
+def cluster_id(b: BrokerProcess) -> str:
     return str(httpx.get(f"{b.url}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"])
 
 
-def v3(b: BrokerProc, *parts: str | int) -> str:
+def v3(b: BrokerProcess, *parts: str | int) -> str:
     return f"{b.url}/v3/clusters/{cluster_id(b)}" + "".join(f"/{p}" for p in parts)
 
 
-def create(b: BrokerProc, name: str, rf: int) -> httpx.Response:
+def create(b: BrokerProcess, name: str, rf: int) -> httpx.Response:
     return httpx.post(v3(b, "topics"), timeout=30, json={
         "topic_name": name, "partitions_count": 1, "replication_factor": rf})
 
 
-def produce(b: BrokerProc, topic: str, values: list[Any]) -> None:
+def produce(b: BrokerProcess, topic: str, values: list[Any]) -> None:
     resp = httpx.post(f"{b.url}/topics/{topic}/partitions/0", params={"acks": "all"},
                       timeout=40, headers={"Content-Type": JSON_V2},
                       content=json.dumps({"records": [{"value": v} for v in values]}))
@@ -102,13 +88,13 @@ def assignment(zk: KazooClient, topic: str) -> list[int]:
     return list(json.loads(data)["partitions"]["0"])
 
 
-def leaders_seen(brokers: list[OpsBroker], topic: str) -> list[int]:
+def leaders_seen(brokers: list[BrokerProcess], topic: str) -> list[int]:
     """Brokers whose own replica says it leads ``topic``-0."""
     return [b.broker_id for b in brokers
             if (r := replica(b, topic)) is not None and r["leader"] == b.broker_id]
 
 
-def test_replication_factor_above_live_brokers_is_refused(brokers: list[OpsBroker],
+def test_replication_factor_above_live_brokers_is_refused(brokers: list[BrokerProcess],
                                                           zk: KazooClient) -> None:
     resp = create(brokers[1], "too-wide", 4)
     assert resp.status_code == 400
@@ -119,7 +105,7 @@ def test_replication_factor_above_live_brokers_is_refused(brokers: list[OpsBroke
 
 
 def test_a_taken_broker_id_is_refused_and_the_holder_keeps_it(
-        brokers: list[OpsBroker], zk: KazooClient, tmp_path: Path) -> None:
+        brokers: list[BrokerProcess], zk: KazooClient, tmp_path: Path) -> None:
     before = zk.get("/brokers/ids/1")
     cmd = [sys.executable, "-m", "app.cli", "broker", "--broker-id", "1", "--zookeeper",
            brokers[0].zk, "--host", "127.0.0.1", "--port", str(free_port()),
@@ -138,29 +124,29 @@ def test_a_taken_broker_id_is_refused_and_the_holder_keeps_it(
 
 
 def test_preferred_leader_gets_leadership_back_after_a_restart(
-        brokers: list[OpsBroker], zk: KazooClient) -> None:
+        brokers: list[BrokerProcess], zk: KazooClient) -> None:
     assert create(brokers[0], "pref", 3).status_code == 201
-    wait_for(lambda: len(state(zk, "pref")["isr"]) == 3, 20, "full ISR")
+    wait_until(lambda: len(state(zk, "pref")["isr"]) == 3, 20, "full ISR")
     preferred = assignment(zk, "pref")[0]
     assert state(zk, "pref")["leader"] == preferred
     produce(brokers[0], "pref", list(range(20)))
     victim = brokers[preferred]
     victim.kill()
-    wait_for(lambda: state(zk, "pref")["leader"] not in (preferred, -1), 20, "failover")
+    wait_until(lambda: state(zk, "pref")["leader"] not in (preferred, -1), 20, "failover")
     victim.start()
     # back in the ISR, then the auto rebalance (every 2 s, > 10 % imbalance) moves it back
-    wait_for(lambda: state(zk, "pref")["leader"] == preferred, 30, "preferred leader back")
-    wait_for(lambda: leaders_seen(brokers, "pref") == [preferred], 10, "one leader")
+    wait_until(lambda: state(zk, "pref")["leader"] == preferred, 30, "preferred leader back")
+    wait_until(lambda: leaders_seen(brokers, "pref") == [preferred], 10, "one leader")
     assert [v for _, v in read_all(brokers[0], "pref")] == list(range(20))
 
 
-def test_preferred_election_on_request(brokers: list[OpsBroker], zk: KazooClient) -> None:
+def test_preferred_election_on_request(brokers: list[BrokerProcess], zk: KazooClient) -> None:
     """The on-demand route writes Kafka's znode, which the controller deletes when done."""
     resp = httpx.post(v3(brokers[2], "preferred-replica-election"), timeout=10,
                       json={"version": 1, "partitions": [{"topic": "pref", "partition": 0}]})
     assert resp.status_code == 202, resp.text
     assert resp.json()["partitions"] == [{"topic": "pref", "partition": 0}]
-    wait_for(lambda: zk.exists("/admin/preferred_replica_election") is None, 10, "done")
+    wait_until(lambda: zk.exists("/admin/preferred_replica_election") is None, 10, "done")
     assert state(zk, "pref")["leader"] == assignment(zk, "pref")[0]
     bad = httpx.post(v3(brokers[2], "preferred-replica-election"), timeout=10,
                      json={"version": 1, "partitions": [{"topic": "nope", "partition": 0}]})
@@ -168,9 +154,9 @@ def test_preferred_election_on_request(brokers: list[OpsBroker], zk: KazooClient
 
 
 def test_reassignment_moves_the_data_and_deletes_the_old_replica(
-        brokers: list[OpsBroker], zk: KazooClient, tmp_path: Path) -> None:
+        brokers: list[BrokerProcess], zk: KazooClient, tmp_path: Path) -> None:
     assert create(brokers[0], "moved", 2).status_code == 201
-    wait_for(lambda: len(state(zk, "moved")["isr"]) == 2, 20, "full ISR")
+    wait_until(lambda: len(state(zk, "moved")["isr"]) == 2, 20, "full ISR")
     old = assignment(zk, "moved")
     (gone,) = [old[0]]
     newcomer = next(b for b in (0, 1, 2) if b not in old)
@@ -196,14 +182,14 @@ def test_reassignment_moves_the_data_and_deletes_the_old_replica(
         return subprocess.run([*cli, "--verify"], cwd=ROOT, capture_output=True,
                               timeout=60).returncode == 0
 
-    wait_for(verified, 60, "reassignment verified")
-    wait_for(lambda: zk.exists("/admin/reassign_partitions") is None, 20, "request znode gone")
+    wait_until(verified, 60, "reassignment verified")
+    wait_until(lambda: zk.exists("/admin/reassign_partitions") is None, 20, "request znode gone")
     assert assignment(zk, "moved") == target
     st = state(zk, "moved")
     assert st["leader"] in target and set(st["isr"]) <= set(target)
-    wait_for(lambda: not (brokers[gone].data_dir / "moved-0").exists(), 20, "old log deleted")
+    wait_until(lambda: not (brokers[gone].data_dir / "moved-0").exists(), 20, "old log deleted")
     assert replica(brokers[gone], "moved") is None
-    wait_for(lambda: all((r := replica(brokers[b], "moved")) is not None and
+    wait_until(lambda: all((r := replica(brokers[b], "moved")) is not None and
                          r["log_end_offset"] == len(values) for b in target), 20, "data moved")
     for b in target:
         assert [v for _, v in read_all(brokers[b], "moved")] == values
@@ -213,48 +199,48 @@ def test_reassignment_moves_the_data_and_deletes_the_old_replica(
 
 
 def test_a_broker_down_during_a_topic_delete_drops_its_log_on_return(
-        brokers: list[OpsBroker], zk: KazooClient) -> None:
+        brokers: list[BrokerProcess], zk: KazooClient) -> None:
     assert create(brokers[0], "doomed", 3).status_code == 201
-    wait_for(lambda: len(state(zk, "doomed")["isr"]) == 3, 20, "full ISR")
+    wait_until(lambda: len(state(zk, "doomed")["isr"]) == 3, 20, "full ISR")
     produce(brokers[0], "doomed", ["x"] * 5)
     away = brokers[2]
-    wait_for(lambda: (away.data_dir / "doomed-0").exists(), 10, "replica on disk")
+    wait_until(lambda: (away.data_dir / "doomed-0").exists(), 10, "replica on disk")
     away.kill()
     assert httpx.delete(v3(brokers[0], "topics", "doomed"), timeout=30).status_code == 204
     assert zk.exists("/brokers/topics/doomed") is None
     assert (away.data_dir / "doomed-0").exists()
     away.start()
-    wait_for(lambda: not (away.data_dir / "doomed-0").exists(), 20, "stray log deleted")
+    wait_until(lambda: not (away.data_dir / "doomed-0").exists(), 20, "stray log deleted")
     assert not list(away.data_dir.glob("doomed-0*"))
     for b in brokers[:2]:
         assert not list(b.data_dir.glob("doomed-0*"))
 
 
 def test_session_expiry_of_a_stopped_leader_is_recovered_without_split_brain(
-        brokers: list[OpsBroker], zk: KazooClient) -> None:
+        brokers: list[BrokerProcess], zk: KazooClient) -> None:
     assert create(brokers[0], "expiry", 3).status_code == 201
-    wait_for(lambda: len(state(zk, "expiry")["isr"]) == 3, 20, "full ISR")
+    wait_until(lambda: len(state(zk, "expiry")["isr"]) == 3, 20, "full ISR")
     leader = state(zk, "expiry")["leader"]
     produce(brokers[0], "expiry", list(range(10)))
     czxid = zk.exists(f"/brokers/ids/{leader}").czxid
     victim = brokers[leader]
     victim.signal(signal.SIGSTOP)
     try:
-        wait_for(lambda: zk.exists(f"/brokers/ids/{leader}") is None, SESSION_MS / 1000 + 10,
+        wait_until(lambda: zk.exists(f"/brokers/ids/{leader}") is None, SESSION_MS / 1000 + 10,
                  "session expired")
-        wait_for(lambda: state(zk, "expiry")["leader"] not in (leader, -1), 15, "failover")
-        wait_for(lambda: zk.exists("/controller") is not None, 15, "a controller")
+        wait_until(lambda: state(zk, "expiry")["leader"] not in (leader, -1), 15, "failover")
+        wait_until(lambda: zk.exists("/controller") is not None, 15, "a controller")
     finally:
         victim.signal(signal.SIGCONT)
     other = next(b for b in brokers if b.broker_id != leader)
     produce(other, "expiry", list(range(10, 20)))  # acked while the old leader was away
-    wait_for(lambda: (s := zk.exists(f"/brokers/ids/{leader}")) is not None and
+    wait_until(lambda: (s := zk.exists(f"/brokers/ids/{leader}")) is not None and
              s.czxid != czxid, 20, "registered again on a new session")
     # exactly one broker acts as leader: the one in ZooKeeper (the auto rebalance may
     # hand it back to the preferred replica meanwhile)
-    wait_for(lambda: leaders_seen(brokers, "expiry") == [state(zk, "expiry")["leader"]], 20,
+    wait_until(lambda: leaders_seen(brokers, "expiry") == [state(zk, "expiry")["leader"]], 20,
              "one leader, as in ZooKeeper")
-    wait_for(lambda: len(state(zk, "expiry")["isr"]) == 3, 30, "back in the ISR")
+    wait_until(lambda: len(state(zk, "expiry")["isr"]) == 3, 30, "back in the ISR")
     produce(victim, "expiry", list(range(20, 30)))
     for b in brokers:
         assert [v for _, v in read_all(b, "expiry")] == list(range(30))
@@ -265,10 +251,10 @@ def test_session_expiry_of_a_stopped_leader_is_recovered_without_split_brain(
                 if "franz_controller_activecontrollercount 1.0" in
                 httpx.get(f"{b.url}/metrics", timeout=10).text]
 
-    wait_for(lambda: active_controllers() == [controller], 10, "exactly one controller")
+    wait_until(lambda: active_controllers() == [controller], 10, "exactly one controller")
 
 
-def test_isr_counters_are_exported(brokers: list[OpsBroker]) -> None:
+def test_isr_counters_are_exported(brokers: list[BrokerProcess]) -> None:
     text = "".join(httpx.get(f"{b.url}/metrics", timeout=10).text for b in brokers)
     shrinks = [line for line in text.splitlines()
                if line.startswith("franz_replicamanager_isrshrinks_total")]
