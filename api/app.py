@@ -1,7 +1,8 @@
 """``create_app(broker)``: the FastAPI application of one broker.
 
 Routers: v2 at the root (``api.v2``), v3 under ``/v3`` (``api.v3``). Error handlers:
-``api.errors``. Metrics: ``GET /metrics`` and a request-metrics middleware
+``api.errors``. The hot routes (produce, records) are matched before FastAPI's router
+(``api.hot_routes``). Metrics: ``GET /metrics`` and a request-metrics middleware
 (``api.metrics``). OpenAPI at ``/openapi.json``, Swagger UI at ``/docs``; request and
 response shapes come from ``api.v2.schemas`` and ``api.v3.models``. Internal
 (broker-to-broker) routers must be included with ``include_in_schema=False``. The
@@ -19,9 +20,13 @@ from fastapi import FastAPI
 from api import internal, v2, v3
 from api.errors import install_error_handlers
 from api.group_forwarding import install_group_forwarding
+from api.hot_routes import HotRoutesMiddleware, hot_routes
 from api.metrics import install_metrics
 from api.openapi import install_openapi
 from api.responses import KafkaV2Response
+from api.v2.consumer_records import read_records
+from api.v2.produce import produce_to_partition, produce_to_topic
+from api.v2.records import read_range
 from api.v2.schemas import OPENAPI_SCHEMAS
 
 if TYPE_CHECKING:
@@ -63,6 +68,9 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(v2.router)
     app.include_router(v3.router)
     app.include_router(internal.router, include_in_schema=False)  # /internal/v1
+    # innermost middleware: produce and records skip FastAPI's router (api.hot_routes)
+    app.add_middleware(HotRoutesMiddleware, handlers=app.exception_handlers, routes=hot_routes(
+        app.routes, [produce_to_topic, produce_to_partition, read_range, read_records]))
     install_metrics(app)  # GET /metrics and the request-metrics middleware
     install_group_forwarding(app, broker)  # cluster: group requests go to the coordinator
     install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS})
