@@ -24,6 +24,7 @@ from api.content_types import EmbeddedFormat
 from api.errors import ApiError, ErrorCode
 from core.broker.batch_cache import CachedBatch
 from core.broker.types import ProduceColumns
+from core.storage import native
 from core.storage.records import Record
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
@@ -359,9 +360,18 @@ def cached_binary_fragments(topic: str, partition: int, batch: CachedBatch) -> l
     the topic and partition)."""
     frags = batch.rendered.get("binary")
     if frags is None:
-        frags = batch.rendered["binary"] = binary_fragments(
-            topic, partition, batch.record_objects(), batch.log_append_time)
+        frags = native.render_batch(batch.raw, *_native_template(topic, partition))
+        if frags is None:  # no C extension, or records with headers
+            frags = binary_fragments(topic, partition, batch.record_objects(),
+                                     batch.log_append_time)
+        batch.rendered["binary"] = frags
     return frags
+
+
+def _native_template(topic: str, partition: int) -> tuple[bytes, bytes]:
+    """``native.render_batch``'s head and mid for the binary format (the text before
+    the key, and between the value and the offset)."""
+    return b'{"topic":' + orjson.dumps(topic) + b',"key":', b',"partition":%d,"offset":' % partition
 
 
 def render_binary_chunks(chunks: Iterable[tuple[tuple[str, int], CachedBatch, int, int]]
