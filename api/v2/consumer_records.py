@@ -138,10 +138,12 @@ async def read_records(group: str, instance: str, request: Request) -> Response:
     consumers = consumers_of(request)
     info = consumers.get(group, instance)
     fmt, media = records_format(request.headers.get("accept"), instance_format(info))
+    binary = fmt is EmbeddedFormat.BINARY
     polled = await consumers.poll(
-        group, instance, timeout_ms=_positive(timeout), max_bytes=_positive(max_bytes)
+        group, instance, timeout_ms=_positive(timeout), max_bytes=_positive(max_bytes),
+        decode=not binary,  # binary answers come from per-batch renderings (chunks)
     )
-    if fmt is EmbeddedFormat.BINARY:  # any bytes embed as base64: straight to JSON bytes
+    if binary:  # any bytes embed as base64: straight to JSON bytes
         chunks = getattr(polled, "chunks", None)
         if chunks is not None:  # per-batch renderings, made once per cached batch
             return Response(render_binary_chunks(chunks), media_type=media)

@@ -25,7 +25,7 @@ from itertools import accumulate
 from operator import attrgetter
 from typing import Any
 
-from core.storage import codec
+from core.storage import codec, native
 from core.storage.batch import HEADER_SIZE, LOG_APPEND_TIME, BatchHeader, iter_batches
 from core.storage.errors import CorruptRecordError
 from core.storage.records import Record, decode_batch
@@ -89,8 +89,10 @@ class CachedBatch:
     def cumulative_sizes(self) -> list[int]:
         """``s[i]`` = key + value bytes of ``records[:i]`` (``len(records) + 1`` items)."""
         if self._sizes is None:
-            self._sizes = [0, *accumulate(
-                len(r.key or b"") + len(r.value or b"") for r in self.record_objects())]
+            self._sizes = native.record_sizes(self.raw) if self._records is None else None
+            if self._sizes is None:
+                self._sizes = [0, *accumulate(
+                    len(r.key or b"") + len(r.value or b"") for r in self.record_objects())]
         return self._sizes
 
 
@@ -164,17 +166,30 @@ class BatchCache:
 
 class FetchedRecords(list[Record]):
     """A fetch's records (a plain list of ``Record``) that also knows the cached batch
-    ranges they come from (``chunks``), for readers that work per batch."""
+    ranges they come from (``chunks``), for readers that work per batch. With
+    ``decode=False`` the list stays empty: readers that answer from per-batch
+    renderings never pay for ``Record`` objects; ``count`` is the number of records
+    either way."""
 
-    __slots__ = ("chunks",)
+    __slots__ = ("chunks", "count")
 
-    def __init__(self, chunks: list[Chunk]) -> None:
+    def __init__(self, chunks: list[Chunk], *, decode: bool = True) -> None:
         super().__init__()
         self.chunks = chunks
-        extend = self.extend
-        for batch, lo, hi in chunks:
-            extend(batch.records if lo == 0 and hi == len(batch.records)
-                   else batch.records[lo:hi])
+        self.count = sum(hi - lo for _b, lo, hi in chunks)
+        if decode:
+            extend = self.extend
+            for batch, lo, hi in chunks:
+                extend(batch.records if lo == 0 and hi == len(batch.records)
+                       else batch.records[lo:hi])
+
+    @property
+    def next_offset(self) -> int | None:
+        """The offset after the last record, None when there is none."""
+        if not self.chunks:
+            return None
+        batch, _lo, hi = self.chunks[-1]
+        return batch.offsets[hi - 1] + 1
 
 
 #: The broker's cache (one event loop per process).
@@ -182,7 +197,9 @@ CACHE = BatchCache()
 
 
 def fetched_records(topic: str, partition: int, data: bytes | bytearray | memoryview, *,
-                    min_offset: int, max_offset: int | None) -> FetchedRecords:
-    """``decode_records(data, min_offset=, max_offset=)`` through the cache."""
+                    min_offset: int, max_offset: int | None,
+                    decode: bool = True) -> FetchedRecords:
+    """``decode_records(data, min_offset=, max_offset=)`` through the cache (records
+    left undecoded with ``decode=False``: see ``FetchedRecords``)."""
     return FetchedRecords(CACHE.chunks(topic, partition, data, min_offset=min_offset,
-                                       max_offset=max_offset))
+                                       max_offset=max_offset), decode=decode)

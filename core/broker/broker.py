@@ -60,6 +60,7 @@ from core.storage.config import (
     validate_topic_configs,
 )
 from core.storage.log_manager import LogManager
+from core.storage.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -397,14 +398,19 @@ class Broker:
         return data, p
 
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,
-                    max_wait_ms: int = 0, min_bytes: int = 1) -> FetchResult:
+                    max_wait_ms: int = 0, min_bytes: int = 1, decode: bool = True) -> FetchResult:
+        """Records from ``offset`` below the HW. ``decode=False``: the result's records
+        list may stay empty, its ``chunks`` holding them (``FetchedRecords``)."""
         data, p = await self.fetch_raw(topic, partition, offset, max_bytes=max_bytes,
                                        max_wait_ms=max_wait_ms)
         hw = p.high_watermark
-        records = fetched_records(topic, partition, data.data, min_offset=offset,
-                                  max_offset=hw) if data.data else []
-        next_offset = records[-1].offset + 1 if records else offset
-        if data.data and not records:  # compacted gap: skip past the batches read
+        records: list[Record] = []
+        next_offset = offset
+        if data.data:
+            fetched = records = fetched_records(topic, partition, data.data, min_offset=offset,
+                                                max_offset=hw, decode=decode)
+            next_offset = fetched.next_offset or offset
+        if data.data and next_offset == offset:  # compacted gap: skip past the batches read
             next_offset = max(offset, min(data.high_offset, hw))
         return FetchResult(topic, partition, hw, p.log.log_start_offset, records, next_offset)
 

@@ -104,7 +104,9 @@ class Collected:
     """Records in read order and the positions after them (every planned partition)."""
 
     positions: dict[TopicPartition, int]
+    #: empty when the read does not decode and ``chunks`` holds the records
     records: list[tuple[TopicPartition, Record]] = field(default_factory=list)
+    count: int = 0  # records read
     size: int = 0
     full: bool = False  # the byte cap stopped the read
     #: the same records as ranges of cached batches, in the same order (None when some
@@ -122,8 +124,10 @@ class _Read:
         max_bytes: int,
         min_bytes: int,
         reset: ResetFn,
+        decode: bool = True,
     ) -> None:
         self.backend = backend
+        self.decode = decode
         self.out = Collected(dict(start))
         self.max_bytes = max(1, max_bytes)
         self.min_bytes = max(1, min_bytes)
@@ -133,11 +137,7 @@ class _Read:
     @property
     def satisfied(self) -> bool:
         out = self.out
-        return (
-            out.full
-            or (bool(out.records) and out.size >= self.min_bytes)
-            or (bool(out.records) and out.size >= self.max_bytes)
-        )
+        return out.full or (out.count > 0 and out.size >= min(self.min_bytes, self.max_bytes))
 
     async def fetch(self, tp: TopicPartition, wait_ms: int) -> FetchResult | None:
         """One fetch of ``tp`` from its position; None (and bookkeeping) on errors."""
@@ -149,6 +149,7 @@ class _Read:
                 self.out.positions[tp],
                 max_bytes=budget,
                 max_wait_ms=wait_ms,
+                decode=self.decode,
             )
         except OffsetOutOfRangeError:
             return await self._reset(tp)
@@ -177,7 +178,9 @@ class _Read:
         if chunks is not None:
             return self._take_chunks(tp, res, chunks)
         out = self.out
-        if res.records:
+        if res.records and out.chunks is not None:
+            if not self.decode:  # records of earlier chunks were left undecoded
+                out.records = [(ctp, r) for ctp, b, lo, hi in out.chunks for r in b.records[lo:hi]]
             out.chunks = None  # records not from cached batches: no per-batch view
         start = pos = out.positions[tp]
         complete = True
@@ -185,10 +188,11 @@ class _Read:
             if record.offset < pos:
                 continue
             size = record_size(record)
-            if out.records and out.size + size > self.max_bytes:
+            if out.count and out.size + size > self.max_bytes:
                 out.full = complete = False
                 break
             out.records.append((tp, record))
+            out.count += 1
             out.size += size
             pos = record.offset + 1
         if complete:
@@ -213,13 +217,14 @@ class _Read:
             if out.size + sizes[hi] - sizes[lo] > self.max_bytes:
                 # the longest run that fits; the first record of the read always goes
                 end = bisect_right(sizes, sizes[lo] + self.max_bytes - out.size, lo, hi + 1) - 1
-                if end <= lo and not out.records:
+                if end <= lo and not out.count:
                     end = lo + 1
             if end > lo:
-                part = batch.records[lo:end]
-                out.records.extend(zip(repeat(tp), part))
+                if self.decode or out.chunks is None:
+                    out.records.extend(zip(repeat(tp), batch.records[lo:end]))
                 if out.chunks is not None:
                     out.chunks.append((tp, batch, lo, end))
+                out.count += end - lo
                 out.size += sizes[end] - sizes[lo]
                 pos = offs[end - 1] + 1
             if end < hi:
@@ -241,9 +246,13 @@ async def collect(
     wait_ms: int,
     reset: ResetFn,
     interrupt: asyncio.Event | None = None,
+    decode: bool = True,
 ) -> Collected:
-    """Read from the partitions of ``order`` starting at ``start``; see the module doc."""
-    read = _Read(backend, start, max_bytes=max_bytes, min_bytes=min_bytes, reset=reset)
+    """Read from the partitions of ``order`` starting at ``start``; see the module doc.
+    ``decode=False``: records that come as cached batch ranges are left undecoded
+    (``Collected.records`` empty, ``chunks`` holding them)."""
+    read = _Read(backend, start, max_bytes=max_bytes, min_bytes=min_bytes, reset=reset,
+                 decode=decode)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, wait_ms) / 1000
     while True:
@@ -336,17 +345,19 @@ async def read_instance(
     wait_ms: int,
     max_bytes: int,
     heartbeat: Callable[[], None],
-) -> list[tuple[TopicPartition, Record]]:
+    decode: bool = True,
+) -> PolledRecords:
     """One read for an instance (the caller holds ``state.poll_lock``): records as soon
     as there are any, else ``[]`` after ``wait_ms``. ``heartbeat`` runs after each
-    round, so a long read keeps the instance alive."""
+    round, so a long read keeps the instance alive. ``decode=False``: the answer may
+    hold its records as ``chunks`` only (see ``PolledRecords``)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_ms / 1000
     policy = state.info.auto_offset_reset
     while True:
         state.changed.clear()
         order = await plan_positions(backend, committed, member, state)
-        records: list[tuple[TopicPartition, Record]] = PolledRecords()
+        records = PolledRecords()
         if order:
             start = {tp: state.positions[tp] for tp in order}
             got = await collect(
@@ -358,11 +369,12 @@ async def read_instance(
                 wait_ms=max(0, int((deadline - loop.time()) * 1000)),
                 reset=lambda tp: reset_position(backend, tp, policy),
                 interrupt=state.changed,
+                decode=decode,
             )
             records = state.apply_read(start, got.positions, got.records, got.chunks)
         heartbeat()
         remaining = deadline - loop.time()
-        if records or remaining <= 0:
+        if records.count or remaining <= 0:
             return records
         if not state.changed.is_set():  # nothing to read yet, or every partition failed
             with contextlib.suppress(TimeoutError):

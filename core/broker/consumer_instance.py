@@ -109,9 +109,17 @@ class ConsumerInstanceInfo:
 class PolledRecords(list[tuple[TopicPartition, Record]]):
     """A read's ``(partition, record)`` pairs; ``chunks``, when not None, holds the same
     records as ``(partition, cached batch, lo, hi)`` ranges (``core.broker.batch_cache``)
-    in the same order, so the API can answer from per-batch renderings."""
+    in the same order, so the API can answer from per-batch renderings. A read made with
+    ``decode=False`` may hold its records in ``chunks`` only (the list empty): ``count``
+    is the number of records either way."""
 
     __slots__ = ("chunks",)
+
+    @property
+    def count(self) -> int:
+        if self.chunks is None:
+            return len(self)
+        return sum(hi - lo for _tp, _b, lo, hi in self.chunks)
 
     def __init__(self, items: list[tuple[TopicPartition, Record]] | None = None,
                  chunks: list[tuple[TopicPartition, Any, int, int]] | None = None) -> None:

@@ -38,7 +38,7 @@ from core.broker.consumer_fetch import (
     read_instance,
     timestamp_positions,
 )
-from core.broker.consumer_instance import ConsumerInstanceInfo, InstanceState
+from core.broker.consumer_instance import ConsumerInstanceInfo, InstanceState, PolledRecords
 from core.broker.errors import IllegalConsumerStateError
 from core.broker.group import Group, GroupDescription, GroupSummary, Member
 from core.broker.group_backend import GroupBackend
@@ -47,7 +47,6 @@ from core.broker.group_topics import check_partitions
 from core.broker.types import TopicPartition
 from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import FranzError, InvalidRequestError
-from core.storage.records import Record
 
 __all__ = ["ConsumerInstanceInfo", "ConsumerManager", "GroupDescription", "GroupSummary"]
 
@@ -326,9 +325,12 @@ class ConsumerManager:
         *,
         timeout_ms: int | None = None,
         max_bytes: int | None = None,
-    ) -> list[tuple[TopicPartition, Record]]:
+        decode: bool = True,
+    ) -> PolledRecords:
         """Records from the assigned partitions: as soon as there are any, else after
-        waiting up to the timeout (which may only shorten the instance's own)."""
+        waiting up to the timeout (which may only shorten the instance's own).
+        ``decode=False`` (readers that answer from per-batch renderings): the records
+        may come as ``chunks`` only (``PolledRecords``)."""
         member = await self._member(group, instance)
         state = self._state(member, group)
         wait_ms = state.info.request_timeout_ms or self.request_timeout_ms
@@ -348,6 +350,7 @@ class ConsumerManager:
                 wait_ms=wait_ms,
                 max_bytes=cap,
                 heartbeat=lambda: member.touch(self.clock.now_ms()),
+                decode=decode,
             )
 
     # --- offsets ------------------------------------------------------------------------

@@ -54,10 +54,13 @@ class GroupBackend(Protocol):
         ...
 
     async def fetch(
-        self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int
+        self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
+        decode: bool = True,
     ) -> FetchResult:
         """``Broker.fetch``: records from ``offset`` below the HW, at least one if any is
-        there even above ``max_bytes``; waits up to ``max_wait_ms`` for data."""
+        there even above ``max_bytes``; waits up to ``max_wait_ms`` for data. With
+        ``decode=False`` a result whose records carry ``chunks`` may leave them
+        undecoded (``core.broker.batch_cache.FetchedRecords``)."""
         ...
 
     async def offset_for_timestamp(
@@ -121,10 +124,12 @@ class BrokerGroupBackend:
         return None
 
     async def fetch(
-        self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int
+        self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
+        decode: bool = True,
     ) -> FetchResult:
         return await self._broker.fetch(
-            topic, partition, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms
+            topic, partition, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms,
+            decode=decode,
         )
 
     async def offset_for_timestamp(

@@ -238,7 +238,61 @@ done:
     return out;
 }
 
+/* record_sizes(records, count) -> list[int]: s[i] = key + value bytes of the first i
+ * records (count + 1 items; a null counts 0). Headers are skipped, not parsed. */
+static PyObject *record_sizes(PyObject *self, PyObject *args) {
+    Py_buffer records;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "y*n", &records, &count)) return NULL;
+    PyObject *out = NULL;
+    if (count < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative record count");
+        goto done;
+    }
+    out = PyList_New(count + 1);
+    if (out == NULL) goto done;
+    Reader r = {(const unsigned char *)records.buf,
+                (const unsigned char *)records.buf + records.len};
+    long long total = 0;
+    PyObject *zero = PyLong_FromLongLong(0);
+    if (zero == NULL) {
+        Py_CLEAR(out);
+        goto done;
+    }
+    PyList_SET_ITEM(out, 0, zero);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length, skip;
+        Field key, value;
+        if (read_varlong(&r, &length) < 0 || length < 1 || length > r.end - r.p) {
+            Py_CLEAR(out);
+            bad("bad record length", i);
+            goto done;
+        }
+        Reader rec = {r.p + 1, r.p + length}; /* past the attributes byte */
+        r.p += length;
+        if (read_varlong(&rec, &skip) < 0 || read_varlong(&rec, &skip) < 0 ||
+            read_field(&rec, &key) < 0 || read_field(&rec, &value) < 0) {
+            Py_CLEAR(out);
+            bad("truncated record", i);
+            goto done;
+        }
+        total += (key.len > 0 ? key.len : 0) + (value.len > 0 ? value.len : 0);
+        PyObject *n = PyLong_FromLongLong(total);
+        if (n == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i + 1, n);
+    }
+done:
+    PyBuffer_Release(&records);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"record_sizes", record_sizes, METH_VARARGS,
+     "record_sizes(records, count) -> list[int]: cumulative key + value bytes of a v2 "
+     "batch's records (count + 1 items)."},
     {"render_records", render_records, METH_VARARGS,
      "render_records(records, count, base_offset, base_timestamp, log_append_time, head, "
      "mid) -> list[bytes] | None: JSON fragments of a v2 batch's records (see the module "

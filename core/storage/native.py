@@ -4,7 +4,8 @@
 a JSON template the caller gives (the API's binary embedded format): no record objects,
 no per-record Python. It answers None when the extension is missing (installed without
 a C compiler) or the batch has record headers; callers then take their pure-Python
-path, which gives the same bytes.
+path, which gives the same bytes. ``record_sizes`` gives a batch's cumulative key +
+value sizes (how reads cut at ``max_bytes``) without decoding its records either.
 """
 
 from __future__ import annotations
@@ -21,6 +22,25 @@ except ImportError:  # built without a C compiler: callers use their Python path
 AVAILABLE = _native is not None
 
 
+def _records_section(raw: bytes, h: BatchHeader) -> bytes | memoryview:
+    body: bytes | memoryview = memoryview(raw)[HEADER_SIZE : h.size]
+    if h.compression != codec.NONE:
+        body = codec.decompress(h.compression, body)
+    return body
+
+
+def record_sizes(raw: bytes, header: BatchHeader | None = None) -> list[int] | None:
+    """``s[i]`` = key + value bytes of the first ``i`` records of the batch ``raw``
+    (``records_count + 1`` items); None when the extension is not built."""
+    if _native is None:
+        return None
+    h = header if header is not None else parse_header(raw, 0)
+    try:
+        return _native.record_sizes(_records_section(raw, h), h.records_count)
+    except ValueError as exc:
+        raise CorruptRecordError(f"cannot decode record batch: {exc}") from exc
+
+
 def render_batch(raw: bytes, head: bytes, mid: bytes,
                  header: BatchHeader | None = None) -> list[bytes] | None:
     """One JSON fragment per record of the batch ``raw``:
@@ -34,9 +54,7 @@ def render_batch(raw: bytes, head: bytes, mid: bytes,
     if _native is None:
         return None
     h = header if header is not None else parse_header(raw, 0)
-    body: bytes | memoryview = memoryview(raw)[HEADER_SIZE : h.size]
-    if h.compression != codec.NONE:
-        body = codec.decompress(h.compression, body)
+    body = _records_section(raw, h)
     lat = h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME else None
     try:
         return _native.render_records(body, h.records_count, h.base_offset, h.base_timestamp,

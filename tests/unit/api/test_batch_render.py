@@ -85,6 +85,8 @@ async def _no_reset(tp: TopicPartition) -> int:
 
 
 def test_take_by_chunks_equals_take_by_records() -> None:
+    """The same read three ways: per record, per cached batch range, and per range with
+    the records left undecoded (``decode=False``)."""
     rng = random.Random(3)
     data, offsets = _batches(rng)
     cache = BatchCache()
@@ -92,23 +94,30 @@ def test_take_by_chunks_equals_take_by_records() -> None:
         pos = rng.randint(offsets[0], offsets[-1] + 1)
         max_bytes = rng.choice([1, 5, 17, 60, 200, 10_000])
         prefill = rng.choice([0, 0, 3])
-        fetched = FetchedRecords(cache.chunks(TP.topic, TP.partition, data, min_offset=pos,
-                                              max_offset=None))
+        chunks = cache.chunks(TP.topic, TP.partition, data, min_offset=pos, max_offset=None)
+        fetched = FetchedRecords(chunks)
         plain = list(fetched)
+        lazy = FetchedRecords(chunks, decode=False)
+        assert not lazy and lazy.count == len(plain)
         reads = []
-        for recs in (fetched, plain):
+        for recs, decode in ((fetched, True), (plain, True), (lazy, False)):
             read = _Read(None, {TP: pos}, max_bytes=max_bytes, min_bytes=1,  # type: ignore[arg-type]
-                         reset=_no_reset)
+                         reset=_no_reset, decode=decode)
             other = TopicPartition("o", 0)
             for r in decode_records(data)[:prefill]:  # records of another partition first
                 read.out.records.append((other, r))
+                read.out.count += 1
                 read.out.size += len(r.value or b"")
-            next_offset = recs[-1].offset + 1 if recs else pos
+            next_offset = plain[-1].offset + 1 if plain else pos
             read.take(TP, FetchResult(TP.topic, TP.partition, offsets[-1] + 1, 0, recs,
                                       next_offset))
             reads.append(read.out)
-        a, b = reads
-        assert (a.records, a.positions, a.size, a.full) == (b.records, b.positions, b.size, b.full)
+        a, b, c = reads
+        assert (a.records, a.positions, a.size, a.full, a.count) == (
+            b.records, b.positions, b.size, b.full, b.count)
+        assert (c.positions, c.size, c.full, c.count, c.chunks) == (
+            a.positions, a.size, a.full, a.count, a.chunks)
         if not prefill:
             assert a.chunks is not None
             assert [(tp, r) for tp, bt, lo, hi in a.chunks for r in bt.records[lo:hi]] == a.records
+            assert c.records == []  # nothing decoded

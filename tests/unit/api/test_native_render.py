@@ -1,6 +1,7 @@
-"""The C renderer (core.storage._native) writes exactly the bytes of the Python path
+"""The C accelerator (core.storage._native) writes exactly the bytes of the Python path
 (``binary_fragments``) for every batch shape it accepts, declines batches with headers,
-and turns any garbage into CorruptRecordError without reading past the buffer."""
+counts record sizes as the Python path does, and turns any garbage into
+CorruptRecordError without reading past the buffer."""
 
 from __future__ import annotations
 
@@ -59,6 +60,10 @@ def test_c_fragments_equal_python(recs: list[NewRecord], compression: int, base:
     # and the fragments are the JSON of the v2 answer
     rows = orjson.loads(b"[" + b",".join(got) + b"]")
     assert [r["offset"] for r in rows] == list(range(base, base + len(recs)))
+    sizes = [0]
+    for r in decode_batch(raw):
+        sizes.append(sizes[-1] + len(r.key or b"") + len(r.value or b""))
+    assert native.record_sizes(raw) == sizes
 
 
 def test_compacted_batch_keeps_its_offsets() -> None:
@@ -76,6 +81,7 @@ def test_compacted_batch_keeps_its_offsets() -> None:
 def test_records_with_headers_are_left_to_python() -> None:
     raw = bytes(build_batch([NewRecord(b"a"), NewRecord(b"b", headers=[("h", b"x")])], now_ms=1))
     assert _c(raw) is None
+    assert native.record_sizes(raw) == [0, 1, 2]  # headers are not counted
 
 
 def test_garbage_never_crashes() -> None:
@@ -90,6 +96,10 @@ def test_garbage_never_crashes() -> None:
             bad[rng.randrange(HEADER_SIZE, len(bad))] = rng.randrange(256)
         if rng.random() < 0.3:  # and truncated records, with the header still claiming all
             bad = bad[: rng.randrange(HEADER_SIZE, len(bad))]
+        try:
+            native.record_sizes(bytes(bad), header=parse_header(good))
+        except CorruptRecordError:
+            pass
         try:
             out = native.render_batch(bytes(bad), *_native_template(TOPIC, PARTITION),
                                       header=parse_header(good))

@@ -120,7 +120,8 @@ class FakeGroupBackend:
         return None if logs is None else len(logs)
 
     async def fetch(
-        self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int
+        self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
+        decode: bool = True,
     ) -> FetchResult:
         plog = self._log(topic, partition)
         data = plog.read(offset, max_bytes)  # OffsetOutOfRangeError outside [start, end]
