@@ -84,17 +84,27 @@ def binary_columns_fast(rows: Sequence[Any]) -> ProduceColumns | None:
     per-record objects, no per-record branches). None when the rows are anything else
     (nulls, partitions, headers, timestamps, mixed shapes, non-dict rows) or a string
     is not strict base64; the general path then decides, and names the bad field."""
-    n, a2b = len(rows), _a2b
+    n = len(rows)
     try:
         width = sum(map(len, rows))
         if width == n:  # each row has one field; KeyError unless it is "value"
-            return ProduceColumns([a2b(v, strict_mode=True) for v in map(_get_value, rows)])
+            return ProduceColumns(_b64_column(list(map(_get_value, rows))))
         if width == 2 * n:  # each row has two fields; KeyError unless "key" and "value"
-            values = [a2b(v, strict_mode=True) for v in map(_get_value, rows)]
-            return ProduceColumns(values, [a2b(k, strict_mode=True) for k in map(_get_key, rows)])
+            values = _b64_column(list(map(_get_value, rows)))
+            return ProduceColumns(values, _b64_column(list(map(_get_key, rows))))
     except (KeyError, TypeError, ValueError):  # binascii.Error is a ValueError
         return None
     return None
+
+
+def _b64_column(texts: list[Any]) -> list[bytes]:
+    """Strict base64 decoding of a column: one C call (``core.storage.native``) when
+    every text is canonical, else ``a2b_base64`` per text (raising on bad ones)."""
+    out = native.b64decode_list(texts)
+    if out is None:
+        a2b = _a2b
+        out = [a2b(v, strict_mode=True) for v in texts]
+    return out
 
 
 def _binary_records(rows: Sequence[Any]) -> ProduceColumns:

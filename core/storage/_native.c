@@ -289,7 +289,167 @@ done:
     return out;
 }
 
+/* b64decode_list(items) -> list[bytes] | None: each item, a str of canonical standard
+ * base64 (length a multiple of 4, alphabet A-Z a-z 0-9 + /, at most two '=' at the end,
+ * zero padding bits), decoded. None as soon as an item is anything else: the caller's
+ * general path then decides and names the bad item. */
+static signed char B64_VALUE[256];
+
+static void init_b64_values(void) {
+    memset(B64_VALUE, -1, sizeof(B64_VALUE));
+    for (int i = 0; i < 64; i++) B64_VALUE[(unsigned char)B64[i]] = (signed char)i;
+}
+
+static PyObject *decode_one(PyObject *item) {
+    if (!PyUnicode_CheckExact(item) || !PyUnicode_IS_COMPACT_ASCII(item)) return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(item);
+    const unsigned char *s = (const unsigned char *)PyUnicode_DATA(item);
+    if (n % 4) return NULL;
+    Py_ssize_t pad = 0;
+    if (n && s[n - 1] == '=') pad = (n >= 2 && s[n - 2] == '=') ? 2 : 1;
+    Py_ssize_t out_len = n / 4 * 3 - pad;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, out_len);
+    if (out == NULL) return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_ssize_t full = pad ? n - 4 : n;
+    for (Py_ssize_t i = 0; i < full; i += 4) {
+        int a = B64_VALUE[s[i]], b = B64_VALUE[s[i + 1]], c = B64_VALUE[s[i + 2]],
+            d = B64_VALUE[s[i + 3]];
+        if ((a | b | c | d) < 0) goto reject;
+        uint32_t v = ((uint32_t)a << 18) | ((uint32_t)b << 12) | ((uint32_t)c << 6) | (uint32_t)d;
+        *o++ = (unsigned char)(v >> 16);
+        *o++ = (unsigned char)(v >> 8);
+        *o++ = (unsigned char)v;
+    }
+    if (pad) {
+        const unsigned char *q = s + n - 4;
+        int a = B64_VALUE[q[0]], b = B64_VALUE[q[1]];
+        int c = pad == 1 ? B64_VALUE[q[2]] : 0;
+        if ((a | b | c) < 0) goto reject;
+        uint32_t v = ((uint32_t)a << 18) | ((uint32_t)b << 12) | ((uint32_t)c << 6);
+        if (pad == 2 ? (v & 0xffff) : (v & 0xff)) goto reject; /* non-zero padding bits */
+        *o++ = (unsigned char)(v >> 16);
+        if (pad == 1) *o++ = (unsigned char)(v >> 8);
+    }
+    return out;
+reject:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *b64decode_list(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyList_CheckExact(arg)) Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(arg);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = decode_one(PyList_GET_ITEM(arg, i));
+        if (b == NULL) {
+            Py_DECREF(out);
+            if (PyErr_Occurred()) return NULL; /* out of memory */
+            Py_RETURN_NONE;
+        }
+        PyList_SET_ITEM(out, i, b);
+    }
+    return out;
+}
+
+/* encode_records(values, keys) -> bytes: the records section of a v2 batch for
+ * len(values) records with offset deltas 0..n-1, timestamp delta 0, attributes 0 and
+ * no headers. values: list of bytes or None; keys: None (all null) or a list of the
+ * same length. TypeError on anything else. */
+static Py_ssize_t varint_size(int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    Py_ssize_t n = 1;
+    while (u >= 0x80) {
+        u >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static char *varint_write(char *o, int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (u >= 0x80) {
+        *o++ = (char)((u & 0x7f) | 0x80);
+        u >>= 7;
+    }
+    *o++ = (char)u;
+    return o;
+}
+
+static int nullable_bytes(PyObject *item, const char **data, Py_ssize_t *len) {
+    if (item == Py_None) {
+        *data = NULL;
+        *len = -1;
+        return 0;
+    }
+    if (!PyBytes_CheckExact(item)) {
+        PyErr_SetString(PyExc_TypeError, "keys and values must be bytes or None");
+        return -1;
+    }
+    *data = PyBytes_AS_STRING(item);
+    *len = PyBytes_GET_SIZE(item);
+    return 0;
+}
+
+static PyObject *encode_records(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *values, *keys;
+    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &values, &keys)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    if (keys != Py_None && (!PyList_CheckExact(keys) || PyList_GET_SIZE(keys) != n)) {
+        PyErr_SetString(PyExc_TypeError, "keys must be None or a list as long as values");
+        return NULL;
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) { /* sizes first: one allocation */
+        const char *d;
+        Py_ssize_t klen = -1, vlen;
+        if (nullable_bytes(PyList_GET_ITEM(values, i), &d, &vlen) < 0) return NULL;
+        if (keys != Py_None && nullable_bytes(PyList_GET_ITEM(keys, i), &d, &klen) < 0)
+            return NULL;
+        Py_ssize_t body = 1 + 1 + varint_size(i) + varint_size(klen) + (klen > 0 ? klen : 0) +
+                          varint_size(vlen) + (vlen > 0 ? vlen : 0) + 1;
+        total += varint_size(body) + body;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) return NULL;
+    char *o = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *key = NULL, *value;
+        Py_ssize_t klen = -1, vlen;
+        nullable_bytes(PyList_GET_ITEM(values, i), &value, &vlen);
+        if (keys != Py_None) nullable_bytes(PyList_GET_ITEM(keys, i), &key, &klen);
+        Py_ssize_t body = 1 + 1 + varint_size(i) + varint_size(klen) + (klen > 0 ? klen : 0) +
+                          varint_size(vlen) + (vlen > 0 ? vlen : 0) + 1;
+        o = varint_write(o, body);
+        *o++ = 0; /* attributes */
+        *o++ = 0; /* timestamp delta */
+        o = varint_write(o, i);
+        o = varint_write(o, klen);
+        if (klen > 0) {
+            memcpy(o, key, klen);
+            o += klen;
+        }
+        o = varint_write(o, vlen);
+        if (vlen > 0) {
+            memcpy(o, value, vlen);
+            o += vlen;
+        }
+        *o++ = 0; /* no headers */
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"encode_records", encode_records, METH_VARARGS,
+     "encode_records(values, keys) -> bytes: a v2 batch's records section (offset deltas "
+     "0..n-1, timestamp delta 0, no headers)."},
+    {"b64decode_list", b64decode_list, METH_O,
+     "b64decode_list(items) -> list[bytes] | None: canonical standard base64 strings "
+     "decoded; None if any item is not one."},
     {"record_sizes", record_sizes, METH_VARARGS,
      "record_sizes(records, count) -> list[int]: cumulative key + value bytes of a v2 "
      "batch's records (count + 1 items)."},
@@ -305,4 +465,7 @@ static struct PyModuleDef module = {
     "The per-record loop of the hot read path, in C (see core.storage.native).", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+    init_b64_values();
+    return PyModule_Create(&module);
+}

@@ -5,13 +5,23 @@ a JSON template the caller gives (the API's binary embedded format): no record o
 no per-record Python. It answers None when the extension is missing (installed without
 a C compiler) or the batch has record headers; callers then take their pure-Python
 path, which gives the same bytes. ``record_sizes`` gives a batch's cumulative key +
-value sizes (how reads cut at ``max_bytes``) without decoding its records either.
+value sizes (how reads cut at ``max_bytes``) without decoding its records either;
+``b64decode_list`` decodes the base64 columns of a produce request in one call and
+``encode_batch`` writes the batch of such a request (one timestamp, no headers).
 """
 
 from __future__ import annotations
 
 from core.storage import codec
-from core.storage.batch import HEADER_SIZE, LOG_APPEND_TIME, BatchHeader, parse_header
+from core.storage.batch import (
+    HEADER,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    BatchHeader,
+    compute_crc,
+    parse_header,
+)
 from core.storage.errors import CorruptRecordError
 
 try:
@@ -20,6 +30,34 @@ except ImportError:  # built without a C compiler: callers use their Python path
     _native = None  # type: ignore[assignment]
 
 AVAILABLE = _native is not None
+
+
+def b64decode_list(items: list[object]) -> list[bytes] | None:
+    """Each item, a ``str`` of canonical standard base64 (padded, zero padding bits),
+    decoded: what ``binascii.a2b_base64(item, strict_mode=True)`` gives for such text.
+    None when the extension is not built or any item is something else (the caller's
+    general path then decides, and names the bad item)."""
+    return None if _native is None else _native.b64decode_list(items)
+
+
+def encode_batch(values: list[bytes | None], keys: list[bytes | None] | None, timestamp: int,
+                 compression: int) -> bytearray | None:
+    """A v2 batch (base offset 0, no producer, CRC set) of records with one timestamp and
+    no headers, the bytes the C builder of ``core.storage.records`` writes; None when
+    the extension is not built."""
+    if _native is None:
+        return None
+    body = _native.encode_records(values, keys)
+    if compression != codec.NONE:
+        body = codec.compress(compression, body)
+    size = HEADER_SIZE + len(body)
+    n = len(values)
+    buf = bytearray(size)
+    HEADER.pack_into(buf, 0, 0, size - LOG_OVERHEAD, -1, 2, 0, compression, n - 1, timestamp,
+                     timestamp, -1, -1, -1, n)
+    buf[HEADER_SIZE:] = body
+    buf[17:21] = compute_crc(buf, 0, size).to_bytes(4, "big")
+    return buf
 
 
 def _records_section(raw: bytes, h: BatchHeader) -> bytes | memoryview:
