@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,7 @@ TIME_INDEX_EXT = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
+_BASE_OFFSET = struct.Struct(">q")  # the first field of a batch
 
 BatchSpan = tuple[int, int, int, int]
 """One batch of an append: ``(position in the data, size, last offset, max timestamp)``."""
@@ -119,6 +121,9 @@ class LogSegment:
         self.indexes_missing = missing and self.size > 0
         self._bytes_since_last_index_entry = 0
         self._next_offset: int | None = None if self.size else base_offset
+        #: the batch of the last single-batch append: tail readers (long polls woken by
+        #: that append) find it without an index lookup and a scan of frames
+        self._last_frame: Frame | None = None
         self.max_timestamp = -1
         self.max_timestamp_offset = base_offset
         if self.time_index.entries:
@@ -202,6 +207,10 @@ class LogSegment:
             self._bytes_since_last_index_entry += size
         self.size = position + len(data)
         self._next_offset = last_offset + 1
+        self._last_frame = (
+            Frame(position, len(data), _BASE_OFFSET.unpack_from(data, 0)[0], last_offset)
+            if len(batches) == 1 else None
+        )
 
     def _maybe_index(self, last_offset: int, position: int) -> None:
         if self._bytes_since_last_index_entry <= self.index_interval_bytes:
@@ -264,6 +273,10 @@ class LogSegment:
     def locate(self, offset: int, start_position: int = 0) -> Frame | None:
         """The first batch whose last offset >= ``offset`` (index lookup, then a forward
         scan of frames), without parsing its full header."""
+        last = self._last_frame
+        if last is not None and last.base_offset <= offset <= last.last_offset \
+                and last.position >= start_position:
+            return last  # every batch before it ends below its base offset
         _, index_pos = self.offset_index.lookup(offset)
         for frame in scan_frames(self._fd, max(index_pos, start_position), self.size):
             if frame.last_offset >= offset:
@@ -402,7 +415,7 @@ class LogSegment:
         if truncated:
             log.warning("truncating %s at byte %d (%d bytes)", self.log_path, valid, truncated)
             os.ftruncate(self._fd, valid)
-        self.size, self._next_offset = valid, next_offset
+        self.size, self._next_offset, self._last_frame = valid, next_offset, None
         self.on_become_inactive()  # final time-index entry, trimmed indexes
         self.indexes_missing = False
         return truncated
@@ -423,6 +436,7 @@ class LogSegment:
         os.ftruncate(self._fd, position)
         truncated = self.size - position
         self.size = position
+        self._last_frame = None
         self._next_offset = None if position else self.base_offset
         self._bytes_since_last_index_entry = 0
         if position == 0:

@@ -260,3 +260,25 @@ def test_rename_suffix_and_delete(tmp_path: Path) -> None:
     assert seg.read(7, 100) is not None  # the open fd survives the rename
     seg.delete()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_tail_reads_after_appends_and_truncation(tmp_path: Path) -> None:
+    """The batch of the last append is found without the index; truncation and a
+    multi-batch append leave reads exact."""
+    seg = open_segment(tmp_path, interval=100_000)  # no index entries: every lookup scans
+    batches = fill(seg, 30, per_batch=4)
+    for off in (116, 117, 119, 0, 5, 115):
+        found = seg.read(off, 10_000)
+        assert found is not None and found[1].startswith(bytes(batches[off // 4]))
+    seg.truncate_to(110)  # drops batches 27.. (offsets 108..)
+    assert seg.read(117, 1000) is None
+    assert offsets(seg.read(104, 1000)[1]) == [104, 105, 106, 107]
+    two = make_batch(108, 2) + make_batch(110, 3)
+    seg.append(two, first_offset=108, last_offset=112, max_timestamp=NOW, max_timestamp_offset=112,
+               batches=[(0, len(make_batch(108, 2)), 109, NOW),
+                        (len(make_batch(108, 2)), len(make_batch(110, 3)), 112, NOW)])
+    assert offsets(seg.read(111, 1000)[1]) == [110, 111, 112]
+    assert offsets(seg.read(108, 1000)[1]) == [108, 109, 110, 111, 112]
+    append(seg, make_batch(113, 1))
+    assert offsets(seg.read(113, 1000)[1]) == [113]
+    assert seg.read(113, 1000, max_offset=113)[1] == b""  # not below max_offset
