@@ -21,6 +21,7 @@ from api import internal, v2, v3
 from api.errors import install_error_handlers
 from api.group_forwarding import install_group_forwarding
 from api.hot_routes import HotRoutesMiddleware, hot_routes
+from api.internal.routes import replica_fetch
 from api.metrics import install_metrics
 from api.openapi import install_openapi
 from api.responses import KafkaV2Response
@@ -68,9 +69,11 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(v2.router)
     app.include_router(v3.router)
     app.include_router(internal.router, include_in_schema=False)  # /internal/v1
-    # innermost middleware: produce and records skip FastAPI's router (api.hot_routes)
+    # innermost middleware: produce, records and follower fetches skip FastAPI's router
+    # (api.hot_routes)
     app.add_middleware(HotRoutesMiddleware, handlers=app.exception_handlers, routes=hot_routes(
-        app.routes, [produce_to_topic, produce_to_partition, read_range, read_records]))
+        app.routes,
+        [produce_to_topic, produce_to_partition, read_range, read_records, replica_fetch]))
     install_metrics(app)  # GET /metrics and the request-metrics middleware
     install_group_forwarding(app, broker)  # cluster: group requests go to the coordinator
     install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS})

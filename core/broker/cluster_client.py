@@ -1,4 +1,5 @@
-"""The one httpx user: calls from this broker to another broker's internal API.
+"""Calls from this broker to another broker's internal API (httpx; the follower fetch
+through the lean ``core.broker.replica_http``).
 
 Routes (``api/internal``, mounted under ``/internal/v1``, hidden from OpenAPI):
 
@@ -16,7 +17,8 @@ A failed call answers a non-2xx status with ``{"kafka_error_code": N, "message":
 it is raised here as the domain error of that Kafka code (``FranzError.for_code``).
 Transport failures (refused, reset, timeouts) become ``BrokerNotAvailableError``; a
 read timeout after the request was sent becomes ``RequestTimedOutError`` (the call may
-have taken effect). One keep-alive ``httpx.AsyncClient`` per destination broker.
+have taken effect). One keep-alive ``httpx.AsyncClient`` per destination broker; the
+replica fetch, sent on every acks=all round trip, uses ``KeepAlivePoster`` instead.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from core.broker.internal_wire import (
     decode_response,
     encode_request,
 )
+from core.broker.replica_http import KeepAlivePoster
 from core.broker.types import PartitionOffsets
 from core.errors import FranzError
 from core.storage.log import AppendInfo, FetchData
@@ -50,6 +53,7 @@ class HttpClusterClient:
     def __init__(self, *, timeout_s: float = 30.0) -> None:
         self._timeout_s = timeout_s
         self._clients: dict[Address, httpx.AsyncClient] = {}
+        self._poster = KeepAlivePoster(connect_timeout_s=min(5.0, timeout_s))
 
     def _client(self, address: Address) -> httpx.AsyncClient:
         client = self._clients.get(address)
@@ -63,6 +67,7 @@ class HttpClusterClient:
         return client
 
     async def close(self) -> None:
+        await self._poster.close()
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.aclose()
@@ -85,11 +90,14 @@ class HttpClusterClient:
         return resp
 
     async def replica_fetch(self, address: Address, req: ReplicaFetchRequest) -> list[ReplicaFetchResult]:
-        resp = await self._send(address, "POST", "/replica/fetch", content=encode_request(req),
-                                headers={"content-type": "application/json"},
-                                extra_timeout_s=req.max_wait_ms / 1000)
+        # the follower loop's call, on every acks=all round trip: the lean client
+        status, body = await self._poster.post(
+            address, PREFIX + "/replica/fetch", encode_request(req), "application/json",
+            self._timeout_s + req.max_wait_ms / 1000)
+        if status >= 300:
+            raise _error_of_body(status, body)
         try:
-            return decode_response(resp.content)
+            return decode_response(body)
         except ValueError as exc:
             raise BrokerNotAvailableError(f"bad replica fetch response: {exc}") from exc
 
@@ -138,10 +146,14 @@ def encode_fetch(data: FetchData, offsets: PartitionOffsets) -> bytes:
 
 
 def _error_of(resp: httpx.Response) -> FranzError:
+    return _error_of_body(resp.status_code, resp.content)
+
+
+def _error_of_body(status: int, body: bytes) -> FranzError:
     try:
-        doc = orjson.loads(resp.content)
+        doc = orjson.loads(body)
         code, message = int(doc["kafka_error_code"]), str(doc.get("message", ""))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        return BrokerNotAvailableError(f"internal call failed with HTTP {resp.status_code}: "
-                                       f"{resp.text[:200]}")
+        return BrokerNotAvailableError(f"internal call failed with HTTP {status}: "
+                                       f"{body[:200].decode('utf-8', 'replace')}")
     return FranzError.for_code(code)(message)
