@@ -126,6 +126,19 @@ def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int
     return crc32c(memoryview(buf)[pos + 21 : pos + size])
 
 
+def assemble_batch(header: BatchHeader, payload: bytes | bytearray | memoryview) -> bytearray:
+    """A whole batch: ``header``'s fields (its ``batch_length``, ``magic`` and ``crc``
+    ignored: set from ``payload``, 2, and computed) followed by ``payload`` (the records
+    section, compressed or not)."""
+    size = HEADER_SIZE + len(payload)
+    buf = bytearray(size)
+    HEADER.pack_into(buf, 0, header.base_offset, size - LOG_OVERHEAD,
+                     header.partition_leader_epoch, 2, 0, *header[5:])
+    buf[HEADER_SIZE:] = payload
+    _CRC.pack_into(buf, 17, compute_crc(buf, 0, size))
+    return buf
+
+
 def is_crc_valid(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
     return compute_crc(buf, pos, header.size) == header.crc
 

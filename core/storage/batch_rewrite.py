@@ -26,7 +26,6 @@ Record encoding (ZigZag varints, see ``core.storage.records``)::
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,16 +33,12 @@ from core.storage import codec
 from core.storage.batch import (
     CODEC_MASK,
     DELETE_HORIZON_BIT,
-    HEADER,
-    HEADER_SIZE,
     LOG_APPEND_TIME,
-    LOG_OVERHEAD,
     BatchHeader,
-    compute_crc,
+    assemble_batch,
 )
 
 MAX_LONG = 2**63 - 1
-_CRC = struct.Struct(">I")
 
 IsLatest = Callable[[int, bytes], bool]
 """``is_latest(offset, key)``: whether the record is the newest version of its key."""
@@ -136,54 +131,18 @@ def encode_batch(
     if log_append:
         max_ts = header.max_timestamp
     payload = codec.compress(attributes & CODEC_MASK, bytes(body))
-    size = HEADER_SIZE + len(payload)
-    buf = bytearray(size)
-    HEADER.pack_into(
-        buf,
-        0,
-        header.base_offset,
-        size - LOG_OVERHEAD,
-        header.partition_leader_epoch,
-        2,
-        0,  # CRC, filled in below
-        attributes,
-        header.last_offset_delta,
-        base_ts,
-        max_ts,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        len(records),
-    )
-    buf[HEADER_SIZE:] = payload
-    _CRC.pack_into(buf, 17, compute_crc(buf, 0, size))
-    return bytes(buf), max_ts
+    fields = header._replace(attributes=attributes, base_timestamp=base_ts,
+                             max_timestamp=max_ts, records_count=len(records))
+    return bytes(assemble_batch(fields, payload)), max_ts
 
 
 def empty_batch(header: BatchHeader) -> bytes:
     """A record-less batch with ``header``'s offsets and producer fields (Kafka's
     ``writeEmptyHeader``): uncompressed, no delete horizon, timestamps = maxTimestamp."""
     attributes = header.attributes & ~(CODEC_MASK | DELETE_HORIZON_BIT)
-    buf = bytearray(HEADER_SIZE)
-    HEADER.pack_into(
-        buf,
-        0,
-        header.base_offset,
-        HEADER_SIZE - LOG_OVERHEAD,
-        header.partition_leader_epoch,
-        2,
-        0,
-        attributes,
-        header.last_offset_delta,
-        header.max_timestamp,
-        header.max_timestamp,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        0,
-    )
-    _CRC.pack_into(buf, 17, compute_crc(buf, 0, HEADER_SIZE))
-    return bytes(buf)
+    fields = header._replace(attributes=attributes, base_timestamp=header.max_timestamp,
+                             records_count=0)
+    return bytes(assemble_batch(fields, b""))
 
 
 def _encode_record(

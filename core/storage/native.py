@@ -14,12 +14,10 @@ from __future__ import annotations
 
 from core.storage import codec
 from core.storage.batch import (
-    HEADER,
     HEADER_SIZE,
     LOG_APPEND_TIME,
-    LOG_OVERHEAD,
     BatchHeader,
-    compute_crc,
+    assemble_batch,
     parse_header,
 )
 from core.storage.errors import CorruptRecordError
@@ -50,14 +48,9 @@ def encode_batch(values: list[bytes | None], keys: list[bytes | None] | None, ti
     body = _native.encode_records(values, keys)
     if compression != codec.NONE:
         body = codec.compress(compression, body)
-    size = HEADER_SIZE + len(body)
     n = len(values)
-    buf = bytearray(size)
-    HEADER.pack_into(buf, 0, 0, size - LOG_OVERHEAD, -1, 2, 0, compression, n - 1, timestamp,
-                     timestamp, -1, -1, -1, n)
-    buf[HEADER_SIZE:] = body
-    buf[17:21] = compute_crc(buf, 0, size).to_bytes(4, "big")
-    return buf
+    return assemble_batch(BatchHeader(0, 0, -1, 2, 0, compression, n - 1, timestamp, timestamp,
+                                      -1, -1, -1, n), body)
 
 
 def _records_section(raw: bytes, h: BatchHeader) -> bytes | memoryview:
