@@ -89,10 +89,10 @@ class CachedBatch:
     def cumulative_sizes(self) -> list[int]:
         """``s[i]`` = key + value bytes of ``records[:i]`` (``len(records) + 1`` items)."""
         if self._sizes is None:
-            self._sizes = native.record_sizes(self.raw) if self._records is None else None
-            if self._sizes is None:
-                self._sizes = [0, *accumulate(
-                    len(r.key or b"") + len(r.value or b"") for r in self.record_objects())]
+            self._sizes = native.record_sizes(self.raw)  # None without the C extension
+        if self._sizes is None:
+            self._sizes = [0, *accumulate(
+                len(r.key or b"") + len(r.value or b"") for r in self.record_objects())]
         return self._sizes
 
 
