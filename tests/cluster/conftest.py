@@ -27,6 +27,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,3 +193,29 @@ class BrokerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+
+
+@contextmanager
+def running(brokers: list[BrokerProcess]) -> Iterator[list[BrokerProcess]]:
+    """Start ``brokers`` in order; stop every one of them on the way out, whatever
+    happened (a broker that failed to start included)."""
+    try:
+        for b in brokers:
+            b.start()
+        yield brokers
+    finally:
+        for b in brokers:
+            b.stop()
+
+
+def read_instance_records(instance_url: str, want: int, *, query: str = "") -> list[dict[str, Any]]:
+    """JSON-format records of the consumer instance at ``instance_url`` (long polls of
+    1 s, ``query`` appended), until ``want`` of them came or 30 s passed."""
+    rows: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 30
+    while len(rows) < want and time.monotonic() < deadline:
+        r = httpx.get(f"{instance_url}/records?timeout=1000{query}",
+                      headers={"Accept": "application/vnd.kafka.json.v2+json"}, timeout=30)
+        assert r.status_code == 200, r.text
+        rows += r.json()
+    return rows

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from kazoo.client import KazooClient
 
-from .conftest import BrokerProcess, free_port, wait_until
+from .conftest import BrokerProcess, free_port, running, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 JSON_V2 = "application/vnd.kafka.json.v2+json"
@@ -37,13 +37,8 @@ def cluster(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     zk = f"{zookeeper}/franz-cluster-{os.getpid()}-{time.monotonic_ns()}"
     brokers = [BrokerProcess(i, free_port(), root / f"data-{i}", zk, root / f"broker-{i}.log",
                           overrides=OVERRIDES) for i in range(3)]
-    try:
-        for b in brokers:
-            b.start()
+    with running(brokers):
         yield brokers
-    finally:
-        for b in brokers:
-            b.stop()
 
 
 @pytest.fixture(scope="module")

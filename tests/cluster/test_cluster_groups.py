@@ -9,7 +9,6 @@ client talks to A and C only.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from kazoo.client import KazooClient
 
 from core.broker.group_hash import coordinator_partition
 
-from .conftest import BrokerProcess, free_port, wait_until
+from .conftest import BrokerProcess, free_port, read_instance_records, running, wait_until
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 V2 = "application/vnd.kafka.v2+json"
@@ -34,13 +33,8 @@ OVERRIDES = ["zookeeper.session.timeout.ms=4000", "replica.lag.time.max.ms=2000"
 def brokers(zk_chroot: str, tmp_path: Path) -> Iterator[list[BrokerProcess]]:
     procs = [BrokerProcess(i, free_port(), tmp_path / f"b{i}", zk_chroot, tmp_path / f"b{i}.log",
                            overrides=OVERRIDES) for i in range(3)]
-    try:
-        for b in procs:
-            b.start()
+    with running(procs):
         yield procs
-    finally:
-        for b in procs:
-            b.stop()
 
 
 @pytest.fixture
@@ -84,14 +78,7 @@ def produce(b: BrokerProcess, topic: str, values: list[Any]) -> None:
 
 
 def read_until(b: BrokerProcess, group: str, instance: str, want: int) -> list[dict[str, Any]]:
-    got: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 30
-    while len(got) < want and time.monotonic() < deadline:
-        r = httpx.get(f"{b.url}/consumers/{group}/instances/{instance}/records?timeout=1000",
-                      headers={"Accept": JSON_V2}, timeout=20)
-        assert r.status_code == 200, r.text
-        got += r.json()
-    return got
+    return read_instance_records(f"{b.url}/consumers/{group}/instances/{instance}", want)
 
 
 def committed(b: BrokerProcess, group: str, instance: str, topic: str) -> int:

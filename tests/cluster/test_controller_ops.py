@@ -24,7 +24,7 @@ import httpx
 import pytest
 from kazoo.client import KazooClient
 
-from .conftest import BrokerProcess, free_port, wait_until
+from .conftest import BrokerProcess, free_port, running, wait_until
 from .test_cluster import (
     JSON_V2,
     OVERRIDES,
@@ -45,13 +45,8 @@ def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     procs = [BrokerProcess(i, free_port(), root / f"data-{i}", zk, root / f"broker-{i}.log",
                            overrides=OVERRIDES + EXTRA)
              for i in range(3)]
-    try:
-        for b in procs:
-            b.start()
+    with running(procs):
         yield procs
-    finally:
-        for b in procs:
-            b.stop()
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ from kazoo.client import KazooClient
 
 from core.storage.records import decode_records
 
-from .conftest import BrokerProcess, free_port, wait_until
+from .conftest import BrokerProcess, free_port, read_instance_records, running, wait_until
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
 TOPIC = "faults"
@@ -91,13 +91,8 @@ def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     zk = f"{zookeeper}/franz-faults-{os.getpid()}-{time.monotonic_ns()}"
     procs = [BrokerProcess(i, free_port(), root / f"data-{i}", zk, root / f"broker-{i}.log",
                            list(OVERRIDES)) for i in range(3)]
-    try:
-        for b in procs:
-            b.start()
+    with running(procs):
         yield procs
-    finally:
-        for b in procs:
-            b.stop()
 
 
 @pytest.fixture(scope="module")
@@ -473,14 +468,7 @@ def group_instance(b: BrokerProcess, name: str) -> str:
 
 
 def group_read(instance: str, want: int) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 30
-    while len(rows) < want and time.monotonic() < deadline:
-        r = httpx.get(f"{instance}/records?timeout=1000&max_bytes=20000",
-                      headers={"Accept": JSON_V2}, timeout=30)
-        assert r.status_code == 200, r.text
-        rows += r.json()
-    return rows
+    return read_instance_records(instance, want, query="&max_bytes=20000")
 
 
 # --- the test -------------------------------------------------------------------------------
