@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from core.broker.batch_cache import fetched_records
 from core.broker.config import BROKER_PROPERTIES, BrokerConfig
 from core.broker.controller import Controller
+from core.broker.delayed import DataWatch
 from core.broker.errors import (
     TopicAlreadyExistsError,
     UnknownPartitionError,
@@ -413,6 +414,15 @@ class Broker:
         if data.data and next_offset == offset:  # compacted gap: skip past the batches read
             next_offset = max(offset, min(data.high_offset, hw))
         return FetchResult(topic, partition, hw, p.log.log_start_offset, records, next_offset)
+
+    def data_watch(self, topic: str, partition: int) -> DataWatch | None:
+        """What a reader about to wait on ``topic``-``partition`` parks on, when this
+        broker leads it; None otherwise (reads of it long-poll the leader)."""
+        rm = self.replica_manager
+        p = rm.partitions.get(TopicPartition(topic, partition)) if rm is not None else None
+        if p is None or not p.is_leader:
+            return None
+        return DataWatch(p.data_waiters, p.high_watermark)
 
     async def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         tp = self._partition_of(topic, partition)

@@ -9,9 +9,10 @@ read. ``collect`` rules (design.md section 10, beyond Confluent):
 - First a pass without waiting over the partitions in the order given (the caller
   rotates it per read, so every partition gets to go first); if that finds enough,
   answer at once.
-- Otherwise wait on every partition at the same time (one long-poll fetch each) and
-  wake on the first that has data, or when ``interrupt`` is set (a seek or an
-  assignment change), or at the deadline.
+- Otherwise wait on every partition at the same time and wake on the first that has
+  data (then read again), or when ``interrupt`` is set (a seek or an assignment
+  change), or at the deadline. Partitions this broker leads are watched through their
+  wait sets; partitions led elsewhere get one long-poll fetch each.
 - Bytes are counted as key + value sizes. A record that would cross ``max_bytes`` is
   left for the next read, except that the first record is always taken, so a consumer
   makes progress whatever its ``max_bytes``.
@@ -34,6 +35,7 @@ from itertools import repeat
 
 from core.broker.batch_cache import CachedBatch, Chunk
 from core.broker.consumer_instance import InstanceState, PolledRecords
+from core.broker.delayed import Flag, WaitSet, wake_or_timeout
 from core.broker.errors import (
     IllegalConsumerStateError,
     NoOffsetForPartitionError,
@@ -133,6 +135,9 @@ class _Read:
         self.min_bytes = max(1, min_bytes)
         self.reset = reset
         self.skip: set[TopicPartition] = set()
+        #: partitions read again because their high watermark was above the position
+        #: when the read was about to wait, at that position
+        self.rechecked: dict[TopicPartition, int] = {}
 
     @property
     def satisfied(self) -> bool:
@@ -245,7 +250,7 @@ async def collect(
     min_bytes: int,
     wait_ms: int,
     reset: ResetFn,
-    interrupt: asyncio.Event | None = None,
+    interrupt: Flag | None = None,
     decode: bool = True,
 ) -> Collected:
     """Read from the partitions of ``order`` starting at ``start``; see the module doc.
@@ -271,42 +276,85 @@ async def collect(
 
 
 async def _wait_for_data(
-    read: _Read, order: Sequence[TopicPartition], wait_ms: int, interrupt: asyncio.Event | None
+    read: _Read, order: Sequence[TopicPartition], wait_ms: int, interrupt: Flag | None
 ) -> bool:
-    """Long-poll every partition at once; True when one of them moved (data, or a
-    reset), False on timeout, interruption, or nothing left to wait on."""
-    tasks = {
-        asyncio.ensure_future(read.fetch(tp, wait_ms)): tp for tp in order if tp not in read.skip
-    }
-    waits: set[asyncio.Future[object]] = set(tasks)
-    stop = asyncio.ensure_future(interrupt.wait()) if interrupt is not None else None
-    if stop is not None:
-        waits.add(stop)
+    """Wait for data on every partition at once. True when the caller should read
+    again (a partition led here woke, or a long-poll moved a position), False on
+    timeout, interruption, or nothing left to wait on.
+
+    Partitions this broker leads cost no task: one wake-up future is parked on their
+    wait sets and on ``interrupt``. Each partition led elsewhere gets a long-poll fetch
+    (a task) whose end wakes the same future; its records are taken here."""
+    watches: list[WaitSet] = []
+    remote: list[TopicPartition] = []
+    for tp in order:
+        if tp in read.skip:
+            continue
+        watch = read.backend.data_watch(tp.topic, tp.partition)
+        if watch is None:
+            remote.append(tp)
+            continue
+        position = read.out.positions[tp]
+        if watch.high_watermark > position and read.rechecked.get(tp) != position:
+            # data came while the pass awaited something else: read again (once per
+            # position, so a partition whose read does not move cannot spin the loop)
+            read.rechecked[tp] = position
+            return True
+        watches.append(watch.waiters)
+    if not watches and not remote:
+        return False
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_ms / 1000
-    moved = False
+    pending = {asyncio.ensure_future(read.fetch(tp, wait_ms)): tp for tp in remote}
+    wake: asyncio.Future[object] = loop.create_future()
     try:
-        while not moved and any(t in waits for t in tasks):
-            timeout = deadline - loop.time()
-            if timeout <= 0:
-                break
-            done, waits = await asyncio.wait(
-                waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-            if not done or stop in done:
-                break
-            for task, tp in tasks.items():  # in plan order, for a stable record order
-                if task in done:
+        while True:
+            for ws in watches:
+                ws.park(wake)
+            if interrupt is not None:
+                interrupt.park(wake)
+            for task in pending:
+                task.add_done_callback(lambda _t, w=wake: _set_wake(w))
+            woken = await wake_or_timeout(wake, deadline - loop.time())
+            _unpark(wake, watches, interrupt)
+            if not woken or (interrupt is not None and interrupt.is_set()):
+                return False
+            moved = False
+            for task, tp in list(pending.items()):  # in plan order, for a stable record order
+                if task.done():
+                    del pending[task]
                     before = read.out.positions[tp]
                     res = task.result()
                     moved |= (res is not None and read.take(tp, res)) or (
-                        read.out.positions[tp] != before
-                    )
+                        read.out.positions[tp] != before)
+            if moved or watches:
+                return True
+            if not pending:
+                return False
+            wake = loop.create_future()
     finally:
-        for t in waits:
-            t.cancel()
-        await asyncio.gather(*waits, return_exceptions=True)
-    return moved
+        _unpark(wake, watches, interrupt)
+        for task in pending:
+            task.cancel()
+            task.add_done_callback(_consume_outcome)
+
+
+def _set_wake(wake: asyncio.Future[object]) -> None:
+    if not wake.done():
+        wake.set_result(None)
+
+
+def _unpark(wake: asyncio.Future[object], watches: list[WaitSet], interrupt: Flag | None) -> None:
+    for ws in watches:
+        ws.discard(wake)  # type: ignore[arg-type]
+    if interrupt is not None:
+        interrupt.discard(wake)
+
+
+def _consume_outcome(task: asyncio.Future[object]) -> None:
+    """Retrieve an abandoned long-poll's outcome (no "exception was never retrieved")."""
+    if not task.cancelled():
+        task.exception()
 
 
 CommittedFn = Callable[[list[TopicPartition]], Awaitable[Mapping[TopicPartition, CommittedOffset]]]

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.broker.delayed import Flag
 from core.broker.errors import InvalidConsumerConfigError
 from core.broker.types import TopicPartition
 from core.storage.records import Record
@@ -143,7 +144,7 @@ class InstanceState:
     auto_committed: dict[TopicPartition, int] = field(default_factory=dict)
     next_start: int = 0  # round-robin: the partition index the next read starts at
     poll_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    changed: Flag = field(default_factory=Flag)
 
     def forget(self, partitions: set[TopicPartition] | frozenset[TopicPartition]) -> None:
         for tp in partitions:

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Protocol
 
+from core.broker.delayed import DataWatch
 from core.broker.errors import RequestTimedOutError, UnknownTopicOrPartitionError
 from core.broker.types import FetchResult, PartitionOffsets, TopicPartition
 from core.storage.records import Record
@@ -61,6 +62,11 @@ class GroupBackend(Protocol):
         there even above ``max_bytes``; waits up to ``max_wait_ms`` for data. With
         ``decode=False`` a result whose records carry ``chunks`` may leave them
         undecoded (``core.broker.batch_cache.FetchedRecords``)."""
+        ...
+
+    def data_watch(self, topic: str, partition: int) -> DataWatch | None:
+        """What a read waiting for data of a partition this broker leads parks on (no
+        long-poll ``fetch`` needed); None for partitions led elsewhere."""
         ...
 
     async def offset_for_timestamp(
@@ -131,6 +137,9 @@ class BrokerGroupBackend:
             topic, partition, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms,
             decode=decode,
         )
+
+    def data_watch(self, topic: str, partition: int) -> DataWatch | None:
+        return self._broker.data_watch(topic, partition)
 
     async def offset_for_timestamp(
         self, topic: str, partition: int, timestamp_ms: int

@@ -8,7 +8,10 @@ long-poll on an event set by appends. ``reopen()`` closes the logs and opens the
 again from disk, like a broker restart.
 
 Knobs: ``not_leader`` (offsets partitions this "broker" does not lead),
-``fail_appends`` (every offsets append raises NotLeaderOrFollowerError).
+``fail_appends`` (every offsets append raises NotLeaderOrFollowerError), ``local``
+(``data_watch`` answers for every partition, as for partitions a broker leads, so
+waiting reads park on wait sets; otherwise None, as for partitions led elsewhere, so
+they long-poll ``fetch``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+from core.broker.delayed import DataWatch, WaitSet
 from core.broker.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from core.broker.group_backend import OFFSETS_TOPIC
 from core.broker.types import FetchResult, PartitionOffsets
@@ -30,7 +34,8 @@ CONFIG = LogConfig.from_overrides({"segment.index.bytes": "65536"})
 
 class FakeGroupBackend:
     def __init__(
-        self, root: Path, *, offsets_partitions: int = 3, clock: Clock | None = None
+        self, root: Path, *, offsets_partitions: int = 3, clock: Clock | None = None,
+        local: bool = False,
     ) -> None:
         self.root = root
         self.clock = clock or ManualClock()
@@ -39,6 +44,8 @@ class FakeGroupBackend:
         self.appended: dict[tuple[str, int], asyncio.Event] = {}
         self.not_leader: set[int] = set()
         self.fail_appends = False
+        self.local = local
+        self.watchers: dict[tuple[str, int], WaitSet] = {}
         self._open_existing()
         self.create_topic(OFFSETS_TOPIC, offsets_partitions)
 
@@ -53,7 +60,8 @@ class FakeGroupBackend:
         """Close every log and open the same directories in a new backend."""
         self.close()
         return FakeGroupBackend(
-            self.root, offsets_partitions=self.offsets_topic_partitions, clock=self.clock
+            self.root, offsets_partitions=self.offsets_topic_partitions, clock=self.clock,
+            local=self.local,
         )
 
     def close(self) -> None:
@@ -79,6 +87,9 @@ class FakeGroupBackend:
         event = self.appended.pop((topic, partition), None)
         if event is not None:
             event.set()
+        watchers = self.watchers.get((topic, partition))
+        if watchers is not None:
+            watchers.notify()
         return info.first_offset
 
     def produce(
@@ -137,6 +148,14 @@ class FakeGroupBackend:
         return FetchResult(
             topic, partition, plog.log_end_offset, plog.log_start_offset, records, next_offset
         )
+
+    def data_watch(self, topic: str, partition: int) -> DataWatch | None:
+        logs = self.topics.get(topic)
+        if not self.local or logs is None or not 0 <= partition < len(logs):
+            return None
+        plog = logs[partition]
+        return DataWatch(self.watchers.setdefault((topic, partition), WaitSet()),
+                         plog.log_end_offset)
 
     async def offset_for_timestamp(
         self, topic: str, partition: int, timestamp_ms: int

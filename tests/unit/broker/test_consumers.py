@@ -31,9 +31,12 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
-@pytest.fixture
-def backend(tmp_path: Path, clock: ManualClock) -> Iterator[FakeGroupBackend]:
-    b = FakeGroupBackend(tmp_path / "logs", clock=clock)
+@pytest.fixture(params=["long-poll", "local"])
+def backend(tmp_path: Path, clock: ManualClock, request: pytest.FixtureRequest
+            ) -> Iterator[FakeGroupBackend]:
+    """Every test twice: reads that wait long-poll the partitions (led elsewhere), and
+    reads that park on their wait sets (led by this broker)."""
+    b = FakeGroupBackend(tmp_path / "logs", clock=clock, local=request.param == "local")
     b.create_topic("t", 6)
     yield b
     b.close()
@@ -502,3 +505,60 @@ async def test_start_and_stop_run_the_maintenance_loop(backend, clock) -> None:
             break
     await manager.stop()
     assert not (await manager.describe_group("g")).members
+
+
+async def test_a_wait_whose_reads_cannot_move_neither_spins_nor_stalls(backend, manager) -> None:
+    """A partition reported readable (high watermark above the position) whose reads
+    bring nothing is read again once, then waited on: the poll ends at its timeout and
+    the event loop keeps running meanwhile."""
+    backend.local = True
+    real_watch = backend.data_watch
+
+    def stale_watch(topic: str, partition: int):  # noqa: ANN202
+        watch = real_watch(topic, partition)
+        return watch and watch._replace(high_watermark=watch.high_watermark + 1)
+
+    backend.data_watch = stale_watch
+    await manager.create("g", name="a", auto_offset_reset="earliest")
+    await manager.subscribe("g", "a", topics=["t"])
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    started = time.monotonic()
+    try:
+        assert await manager.poll("g", "a", timeout_ms=300) == []
+    finally:
+        task.cancel()
+    assert 0.25 <= time.monotonic() - started < 2.0
+    assert ticks >= 10  # the loop was not blocked by a read-again spin
+
+
+async def test_data_that_comes_while_a_read_is_between_partitions_is_not_missed(
+    backend, manager
+) -> None:
+    """The first pass awaits each partition in turn; a record appended to a partition
+    already passed must still end the wait at once."""
+    await manager.create("g", name="a", auto_offset_reset="earliest", request_timeout_ms=10_000)
+    await manager.assign("g", "a", [TP("t", 0), TP("t", 1)])
+    real_fetch = backend.fetch
+    produced = False
+
+    async def fetch(topic: str, partition: int, offset: int, **kw):  # noqa: ANN003, ANN202
+        nonlocal produced
+        if partition == 1 and not produced:  # t-0 was read empty a moment ago
+            produced = True
+            backend.produce("t", 0, [b"in between"])
+            await asyncio.sleep(0)
+        return await real_fetch(topic, partition, offset, **kw)
+
+    backend.fetch = fetch
+    started = time.monotonic()
+    records = await manager.poll("g", "a", timeout_ms=5_000)
+    assert values(records) == [b"in between"]
+    assert time.monotonic() - started < 1.0
