@@ -12,6 +12,7 @@ import uvicorn
 
 from api.app import create_app
 from app.assembly import build_broker
+from app.http_protocol import CoalescingHttpToolsProtocol
 from core.broker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ async def serve(config: BrokerConfig) -> None:
         app = create_app(broker)
         uv_config = uvicorn.Config(
             app, host=config["host"], port=config["port"], log_level="warning",
-            access_log=False, http="httptools", lifespan="off", timeout_graceful_shutdown=5,
+            access_log=False, http=CoalescingHttpToolsProtocol, lifespan="off", timeout_graceful_shutdown=5,
         )
         server = _Server(uv_config)
         log.info("franz broker %d listening on http://%s:%d", config.broker_id, config["host"],
