@@ -12,6 +12,7 @@ from ``app.state.broker``.
 
 from __future__ import annotations
 
+import inspect
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,14 @@ long-poll reads answer as soon as data is there; unknown topics fail at once wit
 stateless range read `GET /topics/{topic}/partitions/{partition}/records`.
 """
 
+#: FastAPI's built-in OpenTelemetry hooks (FastAPI >= 0.16x) look up the global
+#: providers on every request; franz exports its own metrics (``/metrics``), so they
+#: are off. Older FastAPI has no such parameter.
+NO_OPENTELEMETRY: dict[str, object] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {}
+)
+
 
 def _version() -> str:
     try:
@@ -63,6 +72,7 @@ def create_app(broker: Broker) -> FastAPI:
         docs_url="/docs",
         redoc_url=None,
         default_response_class=KafkaV2Response,
+        **NO_OPENTELEMETRY,
     )
     app.state.broker = broker
     install_error_handlers(app)

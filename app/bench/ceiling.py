@@ -1,7 +1,8 @@
-"""Ceiling servers for ``franz bench ceiling`` and ``benchmarks/http_bench.py``: the same stack as franz
-(uvicorn + httptools + uvloop, one worker, FastAPI) answering the same request shapes
-with as little work as possible, so the generator measures franz against "what this
-machine, this stack and this generator can do at all" in the same run.
+"""Ceiling servers for ``franz bench ceiling`` and ``benchmarks/http_bench.py``: the same
+stack as franz (uvicorn + httptools + uvloop with franz's coalescing transport, one
+worker, FastAPI) answering the same request shapes with as little work as possible, so
+the generator measures franz against "what this machine, this stack and this generator
+can do at all" in the same run.
 
     python -m app.bench.ceiling --port 18090              # FastAPI app
     python -m app.bench.ceiling --port 18091 --plain      # bare ASGI callable (tiny GET only)
@@ -43,6 +44,9 @@ import uvicorn
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
+from api.app import NO_OPENTELEMETRY
+from app.http_protocol import CoalescingHttpToolsProtocol
+
 V2_MEDIA = "application/vnd.kafka.v2+json"
 BINARY_MEDIA = "application/vnd.kafka.binary.v2+json"
 
@@ -65,7 +69,7 @@ def prebuilt_records(n: int = 1000, size: int = 100, topic: str = "bench") -> li
 
 
 def create_app(records: int = 1000, size: int = 100) -> FastAPI:
-    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None, **NO_OPENTELEMETRY)
     rows = prebuilt_records(records, size)
     rows_bytes = orjson.dumps(rows)
     dumps, loads = orjson.dumps, orjson.loads
@@ -169,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         log_level="warning",
         access_log=False,
-        http="httptools",
+        http=CoalescingHttpToolsProtocol,  # the transport franz serves with
         loop="uvloop",
         lifespan="off",
     )
