@@ -1,66 +1,68 @@
 """Delayed operations: waiters parked until something happens to a partition.
 
 A long-polling fetch waits for new data below the high watermark; an acks=all produce
-waits for the high watermark to pass its last offset. Both park on a ``WaitSet`` and
-are woken by appends or HW moves, never by polling loops. Wake-ups are coalesced:
-many appends in one event-loop iteration wake each waiter once.
+waits for the high watermark to pass its last offset; a follower's fetch waits for the
+log end to move. Each parks one future on a ``WaitSet`` (or on several at once, and on
+a ``Flag``) and is woken by appends or HW moves, never by polling loops. A woken waiter
+leaves the set, so many appends in one event-loop iteration wake it once.
+
+Waking costs one event-loop step: ``notify`` completes the futures at once (their
+tasks run next), and ``wake_or_timeout`` awaits the future itself, with a timer
+instead of ``asyncio.wait``'s extra futures and callbacks.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import NamedTuple
 
 
 class WaitSet:
     """Futures waiting for the next change of one partition. Event-loop only."""
 
-    __slots__ = ("_waiters", "_scheduled")
+    __slots__ = ("_waiters",)
 
     def __init__(self) -> None:
-        self._waiters: list[asyncio.Future[None]] = []
-        self._scheduled = False
+        self._waiters: list[asyncio.Future[object]] = []
 
     def __len__(self) -> int:
         return len(self._waiters)
 
-    def new_waiter(self) -> asyncio.Future[None]:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
-        return fut
-
     def park(self, fut: asyncio.Future[object]) -> None:
-        """Wake ``fut`` (result None) with the others; one future may be parked on
-        several sets at once and wakes on the first."""
-        self._waiters.append(fut)  # type: ignore[arg-type]
+        """Complete ``fut`` (result None) at the next ``notify``; one future may be
+        parked on several sets at once and wakes on the first."""
+        self._waiters.append(fut)
 
-    def discard(self, fut: asyncio.Future[None]) -> None:
+    def discard(self, fut: asyncio.Future[object]) -> None:
         try:
             self._waiters.remove(fut)
         except ValueError:
             pass
 
     def notify(self) -> None:
-        """Wake every current waiter, once, at the end of this loop iteration."""
-        if self._scheduled or not self._waiters:
+        """Wake every current waiter."""
+        if not self._waiters:
             return
-        self._scheduled = True
-        asyncio.get_running_loop().call_soon(self._fire)
-
-    def _fire(self) -> None:
-        self._scheduled = False
         waiters, self._waiters = self._waiters, []
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
 
 
-async def wait_any(futures: list[asyncio.Future[None]], timeout_s: float) -> bool:
-    """Wait until one of ``futures`` completes or the timeout passes; True if woken."""
-    if timeout_s <= 0 or not futures:
+async def wait_on(sets: Iterable[WaitSet], timeout_s: float) -> bool:
+    """Wait until one of ``sets`` is notified (True) or ``timeout_s`` passes (False)."""
+    sets = list(sets)
+    if not sets or timeout_s <= 0:
         return False
-    done, _ = await asyncio.wait(futures, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-    return bool(done)
+    fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    for ws in sets:
+        ws.park(fut)
+    try:
+        return await wake_or_timeout(fut, timeout_s)
+    finally:
+        for ws in sets:
+            ws.discard(fut)
 
 
 class DataWatch(NamedTuple):

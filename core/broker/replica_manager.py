@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from core.broker.delayed import wait_any
+from core.broker.delayed import wait_on
 from core.broker.errors import (
     BrokerNotAvailableError,
     NotEnoughReplicasAfterAppendError,
@@ -170,10 +170,15 @@ class ReplicaManager:
     ) -> AppendInfo:
         p = self.leader_partition(tp)
         # flush.messages: the fsync is the group commit below (off the loop), not inline
+        readers = len(p.data_waiters) + len(p.leo_waiters)  # long-polls this append wakes
         info = p.append_as_leader(data, required_acks=acks, flush_inline=False)
         if p.log.flush_due:
             await self._flush_through(p, info.last_offset + 1)
         if acks != -1 or p.high_watermark > info.last_offset:
+            if readers:
+                # one event-loop step: the woken consumers and followers answer before
+                # this producer does, so the records reach them one answer sooner
+                await asyncio.sleep(0)
             return info
         await self.await_high_watermark(p, info.last_offset + 1, timeout_ms)
         if len(p.isr) < p.config.min_insync_replicas:
@@ -206,12 +211,7 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         while p.high_watermark < target:
-            remaining = deadline - loop.time()
-            fut = p.data_waiters.new_waiter()
-            try:
-                woken = await wait_any([fut], remaining)
-            finally:
-                p.data_waiters.discard(fut)
+            woken = await wait_on((p.data_waiters,), deadline - loop.time())
             if not woken and p.high_watermark < target:
                 raise RequestTimedOutError(
                     f"the records reached {p.tp[0]}-{p.tp[1]} but were not replicated to the ISR "
@@ -239,11 +239,7 @@ class ReplicaManager:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return data, p
-            fut = waiters.new_waiter()
-            try:
-                await wait_any([fut], remaining)
-            finally:
-                waiters.discard(fut)
+            await wait_on((waiters,), remaining)
             p = self.leader_partition(tp)
             data = p.read(offset, max_bytes, up_to_hw=up_to_hw)
             if data.data:
@@ -265,12 +261,7 @@ class ReplicaManager:
             if remaining <= 0:
                 return results
             parts = [self.partitions.get(TopicPartition(q.topic, q.partition)) for q in req.partitions]
-            futs = [(p, p.leo_waiters.new_waiter()) for p in parts if p is not None]
-            try:
-                await wait_any([f for _, f in futs], remaining)
-            finally:
-                for p, f in futs:
-                    p.leo_waiters.discard(f)
+            await wait_on([p.leo_waiters for p in parts if p is not None], remaining)
             results = self._replica_read(req)
             if any(r.records or r.error_code or r.diverging_epoch for r in results):
                 return results
