@@ -228,3 +228,21 @@ async def test_flush_messages_1_fsyncs_before_the_answer_and_groups_fsyncs(broke
     await asyncio.gather(*(produce_one(i) for i in range(40)))
     assert log.recovery_point == log.log_end_offset == 41
     assert 1 <= fsyncs < 40, fsyncs  # grouped
+
+
+async def test_an_append_lets_the_long_polls_it_wakes_answer_before_its_producer(
+    broker: Broker,
+) -> None:
+    await broker.create_topic("t", partitions=1)
+    order: list[object] = []
+
+    async def long_poll() -> None:
+        res = await broker.fetch("t", 0, 0, max_bytes=1 << 20, max_wait_ms=5_000)
+        order.append(("consumer", [r.value for r in res.records]))
+
+    task = asyncio.create_task(long_poll())
+    await asyncio.sleep(0.05)  # parked on the partition
+    await broker.produce("t", [ProduceRecord(value=b"x")], partition=0)
+    order.append("producer")
+    await asyncio.wait_for(task, 5)
+    assert order == [("consumer", [b"x"]), "producer"]
