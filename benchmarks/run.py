@@ -160,7 +160,12 @@ class Runner:
             print(f"  {name}: FAILED ({msg})", flush=True)
             return None
         result: dict[str, Any] = json.loads(out.read_text())
-        print(f"  {name:18s} {describe(result)}  ({time.monotonic() - t0:.1f} s)", flush=True)
+        # the machine's CPU steal during the run, on the result and on each ceiling case
+        steal = result["steal_pct"] = (result.get("machine") or {}).get("steal_pct")
+        for case in (result.get("cases") or {}).values():
+            case["steal_pct"] = steal
+        print(f"  {name:18s} {describe(result)}  ({time.monotonic() - t0:.1f} s"
+              + (f", steal {steal:.1f} %" if steal else "") + ")", flush=True)
         return result
 
     def load(self) -> list[str]:
@@ -290,6 +295,7 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
                   "client_cpu_us_per_req"):
             if m in per[0]:
                 s[m] = med([x.get(m) for x in per])
+        s["steal_pct"] = med([x.get("steal_pct") for x in per])
         lat = [x.get("latency_ms") or {} for x in per]
         s["latency_ms"] = {p: med([x.get(p) for x in lat])
                            for p in ("p50", "p90", "p99", "p999", "max")}
@@ -412,9 +418,10 @@ def write_report(path: Path, img_rel: str, result: dict[str, Any], images: list[
         f"{a['client_cpu']}; medians of the rounds, ratios = median of the per-round ratios.",
         "",
         "Machine: " + ", ".join(f"{k} {v}" for k, v in result["machine"].items()) + ". "
-        "A load average well above 0 at the start means other work shared the cores: "
-        "absolute figures are then low, the same-run ratios and the server CPU per "
-        "request stay comparable.",
+        "A load average well above 0 at the start means other work shared the cores, "
+        "and CPU steal (per case below: the share of the machine's CPU time the "
+        "hypervisor gave to other guests) that the host was busy: absolute figures are "
+        "then low, the same-run ratios and the server CPU per request stay comparable.",
         "",
         "## Targets",
         "",
@@ -426,8 +433,8 @@ def write_report(path: Path, img_rel: str, result: dict[str, Any], images: list[
                      f"{r['status']} |")
     lines += ["", "## Every case", "",
               "| case | records/s | requests/s | MB/s | latency p50 / p90 / p99 / p99.9 / max "
-              "(ms) | ratio | server CPU µs/req |",
-              "|---|---:|---:|---:|---|---|---:|"]
+              "(ms) | ratio | server CPU µs/req | CPU steal % |",
+              "|---|---:|---:|---:|---|---|---:|---:|"]
     for k, v in s.items():
         lat = v.get("latency_ms") or {}
         lat_s = " / ".join(_n(lat.get(p), ".2f") for p in ("p50", "p90", "p99", "p999", "max"))
@@ -435,7 +442,7 @@ def write_report(path: Path, img_rel: str, result: dict[str, Any], images: list[
         rec = v.get("rec_per_s") or None  # 0 for the tiny GETs: no records
         lines.append(f"| {k} | {_n(rec)} | {_n(v.get('req_per_s'))} | "
                      f"{_n(v.get('mb_per_s'), '.1f')} | {lat_s} | {ratio} | "
-                     f"{_n(v.get('server_cpu_us_per_req'))} |")
+                     f"{_n(v.get('server_cpu_us_per_req'))} | {_n(v.get('steal_pct'), '.1f')} |")
     if result["failures"]:
         lines += ["", "## Failures", ""] + [f"- {f}" for f in result["failures"]]
     if images:

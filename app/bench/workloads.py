@@ -69,6 +69,24 @@ def proc_cpu(pid: int | None) -> float:
         return 0.0
 
 
+def machine_cpu_ticks() -> tuple[int, int] | None:
+    """(steal, total) CPU ticks of the whole machine since boot (/proc/stat); None when
+    unknown. Steal is time the hypervisor gave this VM's CPUs to someone else."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def steal_pct(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """Percent of the machine's CPU time stolen between two ``machine_cpu_ticks``."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return round(100 * (after[0] - before[0]) / (after[1] - before[1]), 1)
+
+
 @dataclass
 class Target:
     name: str

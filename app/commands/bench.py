@@ -175,7 +175,13 @@ def add_bench_command(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, client: FranzClient) -> int:
-    from app.bench.workloads import BenchError, machine_notes, pin_self  # noqa: PLC0415
+    from app.bench.workloads import (  # noqa: PLC0415
+        BenchError,
+        machine_cpu_ticks,
+        machine_notes,
+        pin_self,
+        steal_pct,
+    )
     from app.http_client import RequestFailed, ServerUnreachable  # noqa: PLC0415
 
     if args.workload == "ceiling":
@@ -187,6 +193,7 @@ def run(args: argparse.Namespace, client: FranzClient) -> int:
     pinned = pin_self(args.cpu)
     workload = {"produce": _produce, "consume": _consume, "e2e": _e2e,
                 "ceiling": _ceiling}[args.workload]
+    ticks = machine_cpu_ticks()
     try:
         result, loop_name = workload(args, client)
     except BenchError as exc:
@@ -196,7 +203,8 @@ def run(args: argparse.Namespace, client: FranzClient) -> int:
                                 ) from exc
     result["label"] = args.label
     result["machine"] = {**machine_notes(), "generator_loop": loop_name,
-                         "generator_cpu": args.cpu if pinned else None}
+                         "generator_cpu": args.cpu if pinned else None,
+                         "steal_pct": steal_pct(ticks, machine_cpu_ticks())}
     if args.json is not None:
         import json  # noqa: PLC0415
 
@@ -768,6 +776,9 @@ def _print_result(result: dict[str, Any]) -> None:
                          _fmt(lat.get("max"), ".2f"), _fmt(r.get("lost"))])
     print_table(["CASE", "RECORDS", "RECORDS/S", "MB/S", "REQUESTS/S", "P50_MS", "P90_MS",
                  "P99_MS", "P99.9_MS", "MAX_MS", "ERRORS"], rows)
+    steal = (result.get("machine") or {}).get("steal_pct")
+    if steal:  # a virtual machine whose host was busy: every number above is lower
+        print(f"CPU steal during the run: {steal:.1f} % of the machine's CPU time")
     bg = result.get("background")
     if bg:
         print(f"background produce: {bg['rec_per_s']:,.0f} records/s "

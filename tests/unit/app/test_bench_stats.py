@@ -9,6 +9,7 @@ import random
 import pytest
 
 from app.bench.stats import latency_summary, med, pct
+from app.bench.workloads import machine_cpu_ticks, steal_pct
 
 
 def test_pct_of_1_to_100() -> None:
@@ -100,3 +101,11 @@ def test_consume_plan_is_bounded_by_what_exists() -> None:
     cov = _covered(plan)
     assert cov == {0: [(0, 1500)]}  # too small to split into batch-sized halves
     assert plan_stretches({0: (7, 7)}, 100, 2, 10, from_beginning=False) == [[], []]
+
+
+def test_steal_is_the_share_of_machine_cpu_time_between_two_readings() -> None:
+    assert steal_pct((10, 1000), (60, 2000)) == 5.0
+    assert steal_pct((10, 1000), (10, 1000)) is None  # no time passed
+    assert steal_pct(None, (1, 2)) is None
+    ticks = machine_cpu_ticks()  # this machine's /proc/stat
+    assert ticks is not None and 0 <= ticks[0] <= ticks[1]
