@@ -69,7 +69,7 @@ def test_latency_summary_of_nothing() -> None:
                  "max": None, "mean": None}
 
 
-# --- which offsets `franz bench consume` reads (app/commands/bench.py) -------------------------
+# --- which offsets `franz bench consume` reads (app/bench/runs.py) -----------------------------
 
 
 def _covered(plan: list[list[tuple[int, int, int]]]) -> dict[int, list[tuple[int, int]]]:
@@ -81,7 +81,7 @@ def _covered(plan: list[list[tuple[int, int, int]]]) -> dict[int, list[tuple[int
 
 
 def test_consume_plan_near_the_tail_and_from_the_beginning() -> None:
-    from app.commands.bench import plan_stretches
+    from app.bench.runs import plan_stretches
 
     offsets = {0: (0, 10_000), 1: (5_000, 15_000)}
     tail = plan_stretches(offsets, 4_000, 4, 1000, from_beginning=False)
@@ -95,7 +95,7 @@ def test_consume_plan_near_the_tail_and_from_the_beginning() -> None:
 
 
 def test_consume_plan_is_bounded_by_what_exists() -> None:
-    from app.commands.bench import plan_stretches
+    from app.bench.runs import plan_stretches
 
     plan = plan_stretches({0: (0, 1500), 1: (0, 0)}, 1_000_000, 8, 1000, from_beginning=True)
     cov = _covered(plan)
