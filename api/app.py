@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
@@ -49,7 +49,7 @@ stateless range read `GET /topics/{topic}/partitions/{partition}/records`.
 #: FastAPI's built-in OpenTelemetry hooks (FastAPI >= 0.16x) look up the global
 #: providers on every request; franz exports its own metrics (``/metrics``), so they
 #: are off. Older FastAPI has no such parameter.
-NO_OPENTELEMETRY: dict[str, object] = (
+NO_OPENTELEMETRY: dict[str, Any] = (
     {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {}
 )

@@ -31,7 +31,9 @@ import logging
 from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import repeat
+from typing import Any
 
 from core.broker.batch_cache import CachedBatch, Chunk
 from core.broker.consumer_instance import InstanceState, PolledRecords
@@ -314,7 +316,7 @@ async def _wait_for_data(
             if interrupt is not None:
                 interrupt.park(wake)
             for task in pending:
-                task.add_done_callback(lambda _t, w=wake: _set_wake(w))
+                task.add_done_callback(partial(_wake_on_done, wake))
             woken = await wake_or_timeout(wake, deadline - loop.time())
             _unpark(wake, watches, interrupt)
             if not woken or (interrupt is not None and interrupt.is_set()):
@@ -339,19 +341,19 @@ async def _wait_for_data(
             task.add_done_callback(_consume_outcome)
 
 
-def _set_wake(wake: asyncio.Future[object]) -> None:
+def _wake_on_done(wake: asyncio.Future[object], _task: asyncio.Future[Any]) -> None:
     if not wake.done():
         wake.set_result(None)
 
 
 def _unpark(wake: asyncio.Future[object], watches: list[WaitSet], interrupt: Flag | None) -> None:
     for ws in watches:
-        ws.discard(wake)  # type: ignore[arg-type]
+        ws.discard(wake)
     if interrupt is not None:
         interrupt.discard(wake)
 
 
-def _consume_outcome(task: asyncio.Future[object]) -> None:
+def _consume_outcome(task: asyncio.Future[Any]) -> None:
     """Retrieve an abandoned long-poll's outcome (no "exception was never retrieved")."""
     if not task.cancelled():
         task.exception()
