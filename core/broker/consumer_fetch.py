@@ -37,7 +37,7 @@ from typing import Any
 
 from core.broker.batch_cache import CachedBatch, Chunk
 from core.broker.consumer_instance import InstanceState, PolledRecords
-from core.broker.delayed import Flag, WaitSet, wake_or_timeout
+from core.broker.delayed import Flag, WaitSet, abandon, wake_or_timeout
 from core.broker.errors import (
     IllegalConsumerStateError,
     NoOffsetForPartitionError,
@@ -337,8 +337,7 @@ async def _wait_for_data(
     finally:
         _unpark(wake, watches, interrupt)
         for task in pending:
-            task.cancel()
-            task.add_done_callback(_consume_outcome)
+            abandon(task)
 
 
 def _wake_on_done(wake: asyncio.Future[object], _task: asyncio.Future[Any]) -> None:
@@ -351,12 +350,6 @@ def _unpark(wake: asyncio.Future[object], watches: list[WaitSet], interrupt: Fla
         ws.discard(wake)
     if interrupt is not None:
         interrupt.discard(wake)
-
-
-def _consume_outcome(task: asyncio.Future[Any]) -> None:
-    """Retrieve an abandoned long-poll's outcome (no "exception was never retrieved")."""
-    if not task.cancelled():
-        task.exception()
 
 
 CommittedFn = Callable[[list[TopicPartition]], Awaitable[Mapping[TopicPartition, CommittedOffset]]]

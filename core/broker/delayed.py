@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class WaitSet:
@@ -74,47 +74,53 @@ class DataWatch(NamedTuple):
 
 
 class Flag:
-    """``asyncio.Event`` whose waiting can share one future with ``WaitSet``s
-    (``park``), so a read waits on partitions and on its interruption at once without
-    a task per thing it waits on."""
+    """``asyncio.Event`` whose waiters sit in a ``WaitSet``, so one future can wait on
+    partitions and on this flag at once (``park``) without a task per thing it waits
+    on."""
 
     __slots__ = ("_set", "_waiters")
 
     def __init__(self) -> None:
         self._set = False
-        self._waiters: list[asyncio.Future[object]] = []
+        self._waiters = WaitSet()
 
     def is_set(self) -> bool:
         return self._set
 
     def set(self) -> None:
         self._set = True
-        waiters, self._waiters = self._waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
+        self._waiters.notify()
 
     def clear(self) -> None:
         self._set = False
 
     def park(self, fut: asyncio.Future[object]) -> None:
-        self._waiters.append(fut)
+        self._waiters.park(fut)
 
     def discard(self, fut: asyncio.Future[object]) -> None:
-        try:
-            self._waiters.remove(fut)
-        except ValueError:
-            pass
+        self._waiters.discard(fut)
 
     async def wait(self) -> None:
         if self._set:
             return
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self.park(fut)
         try:
             await fut
         finally:
             self.discard(fut)
+
+
+def abandon(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` without awaiting it; its outcome is retrieved when it ends (no
+    "exception was never retrieved")."""
+    task.cancel()
+    task.add_done_callback(_retrieve_outcome)
+
+
+def _retrieve_outcome(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 _TIMED_OUT = object()

@@ -26,6 +26,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from core.broker.delayed import abandon
 from core.broker.errors import (
     BrokerNotAvailableError,
     LeaderNotAvailableError,
@@ -237,8 +238,7 @@ class ReplicationService:
                         "while the request was in flight")
         finally:
             if not task.done():
-                task.cancel()
-                task.add_done_callback(_consume_outcome)
+                abandon(task)
 
     async def append(self, tp: TopicPartition, data: bytearray, acks: int, timeout_ms: int) -> AppendInfo:
         rm = self.broker._rm
@@ -276,9 +276,3 @@ class ReplicationService:
             return await self.client.offsets(address, tp.topic, tp.partition)
 
         return await self._with_retries(tp, call)
-
-
-def _consume_outcome(task: asyncio.Future[object]) -> None:
-    """Retrieve an abandoned call's outcome (no "exception was never retrieved")."""
-    if not task.cancelled():
-        task.exception()
