@@ -12,14 +12,14 @@ from ``app.state.broker``.
 
 from __future__ import annotations
 
-import inspect
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
 from api import internal, v2, v3
 from api.errors import install_error_handlers
+from api.fastapi_options import NO_OPENTELEMETRY
 from api.group_forwarding import install_group_forwarding
 from api.hot_routes import HotRoutesMiddleware, hot_routes
 from api.internal.routes import replica_fetch
@@ -45,14 +45,6 @@ long-poll reads answer as soon as data is there; unknown topics fail at once wit
 `acks` and `strict` query parameters and per-record `headers` and `timestamp`; the
 stateless range read `GET /topics/{topic}/partitions/{partition}/records`.
 """
-
-#: FastAPI's built-in OpenTelemetry hooks (FastAPI >= 0.16x) look up the global
-#: providers on every request; franz exports its own metrics (``/metrics``), so they
-#: are off. Older FastAPI has no such parameter.
-NO_OPENTELEMETRY: dict[str, Any] = (
-    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
-    if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {}
-)
 
 
 def _version() -> str:

@@ -44,7 +44,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from starlette.responses import Response
 
-from api.app import NO_OPENTELEMETRY
+from api.fastapi_options import NO_OPENTELEMETRY
 from app.http_protocol import CoalescingHttpToolsProtocol
 
 V2_MEDIA = "application/vnd.kafka.v2+json"
