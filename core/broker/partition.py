@@ -232,14 +232,18 @@ class Partition:
         return False
 
     def read(self, offset: int, max_bytes: int, *, up_to_hw: bool = True) -> FetchData:
-        """Whole batches from ``offset``, below the HW (consumers) or the LEO (followers)."""
-        limit = self.high_watermark if up_to_hw else self.log.log_end_offset
-        if offset > limit or offset < self.log.log_start_offset:
+        """Whole batches from ``offset``, below the HW (consumers) or the LEO (followers).
+        As in Kafka, the valid range ends at the LEO for both: an offset between the HW
+        and the LEO (a new leader whose HW has not caught up with its log yet) reads
+        nothing, it is not out of range."""
+        leo = self.log.log_end_offset
+        if offset > leo or offset < self.log.log_start_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is out of range for {self.tp[0]}-{self.tp[1]}: "
-                f"valid offsets are {self.log.log_start_offset}..{limit}"
+                f"valid offsets are {self.log.log_start_offset}..{leo}"
             )
-        if offset == limit:
+        limit = self.high_watermark if up_to_hw else leo
+        if offset >= limit:
             return FetchData(b"", offset, offset)
         return self.log.read(offset, max_bytes, max_offset=limit)
 
