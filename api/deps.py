@@ -8,7 +8,7 @@ from fastapi import Request
 
 if TYPE_CHECKING:
     from core.broker.broker import Broker
-    from core.broker.consumers import ConsumerManager
+    from core.broker.consumer.manager import ConsumerManager
 
 
 def broker_of(request: Request) -> Broker:

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from core.broker import errors as be
-from core.broker.reassignment import ReassignmentInProgressError
+from core.broker.controller.reassignment import ReassignmentInProgressError
 from core.errors import FranzError, InvalidRequestError
 from core.storage import errors as se
 

@@ -9,17 +9,17 @@ dir. Everything else, including the HTTP client to other brokers, is the same.
 from __future__ import annotations
 
 from core.broker.broker import Broker
-from core.broker.cluster_client import HttpClusterClient
+from core.broker.cluster.client import HttpClusterClient
 from core.broker.config import BrokerConfig
-from core.broker.embedded_store import EmbeddedMetadataStore
-from core.broker.metadata import MetadataStore
+from core.broker.metadata.embedded_store import EmbeddedMetadataStore
+from core.broker.metadata.store import MetadataStore
 from core.clock import SYSTEM_CLOCK, Clock
 
 
 def build_store(config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> MetadataStore:
     connect = str(config["zookeeper.connect"] or "")
     if connect:
-        from core.broker.zk_store import ZkMetadataStore  # noqa: PLC0415  (kazoo only in clusters)
+        from core.broker.metadata.zk.store import ZkMetadataStore  # noqa: PLC0415  (kazoo only in clusters)
 
         return ZkMetadataStore(connect, clock=clock,
                                session_timeout_s=config["zookeeper.session.timeout.ms"] / 1000)

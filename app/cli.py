@@ -61,7 +61,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.command == "broker" and not config["zookeeper.connect"]:
         print("franz broker: needs --zookeeper or zookeeper.connect in --config", file=sys.stderr)
         return 2
-    from core.broker.metadata import BrokerIdInUseError  # noqa: PLC0415
+    from core.broker.metadata.store import BrokerIdInUseError  # noqa: PLC0415
 
     try:
         run(config)

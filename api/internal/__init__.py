@@ -1,6 +1,6 @@
 """Broker-to-broker routes under ``/internal/v1``, hidden from the public OpenAPI
-document. Wire formats: ``core.broker.internal_wire`` (replica fetch) and
-``core.broker.cluster_client`` (append, fetch, offsets, controlled shutdown)."""
+document. Wire formats: ``core.broker.replica.fetch_wire`` (replica fetch) and
+``core.broker.cluster.client`` (append, fetch, offsets, controlled shutdown)."""
 
 from api.internal.routes import router
 

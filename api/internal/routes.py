@@ -4,7 +4,7 @@
 Every route serves from this broker's own replicas and never forwards again, so a stale
 route cannot bounce a request between brokers. Domain errors answer HTTP 409 with
 ``{"kafka_error_code": N, "message": ...}`` (Kafka's wire code, not Confluent's), which
-``core.broker.cluster_client`` turns back into the same domain error.
+``core.broker.cluster.client`` turns back into the same domain error.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from api.deps import broker_of
-from core.broker.cluster_client import encode_fetch
-from core.broker.internal_wire import decode_request, encode_response
+from core.broker.cluster.client import encode_fetch
+from core.broker.replica.fetch_wire import decode_request, encode_response
 from core.broker.types import TopicPartition
 from core.errors import FranzError
 

@@ -22,7 +22,7 @@ import orjson
 
 from api.content_types import EmbeddedFormat
 from api.errors import ApiError, ErrorCode
-from core.broker.batch_cache import CachedBatch
+from core.broker.replica.batch_cache import CachedBatch
 from core.broker.types import ProduceColumns
 from core.storage import native
 from core.storage.records import Record

@@ -40,7 +40,7 @@ from api.v2.consumer_records import (
     render_until_bad_json,
 )
 from api.v2.embedded import cached_binary_fragments
-from core.broker.batch_cache import CACHE
+from core.broker.replica.batch_cache import CACHE
 from core.broker.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ async def _read_binary(
     max_bytes: int, timeout: int, count: int | None,
 ) -> Response:
     """The binary format from per-batch JSON renderings (each batch decoded and
-    rendered once while it stays in ``core.broker.batch_cache``, then sliced); the same
+    rendered once while it stays in ``core.broker.replica.batch_cache``, then sliced); the same
     answer as ``Broker.fetch`` + ``render_records``."""
     data, _p = await broker.fetch_raw(topic, partition, offset, max_bytes=max_bytes,
                                       max_wait_ms=timeout)
@@ -152,7 +152,7 @@ async def _read_binary(
     hw = offsets.high_watermark
     body, n, last = b"[]", 0, -1
     if data.data:
-        # decoded and rendered once per batch (core.broker.batch_cache), then sliced
+        # decoded and rendered once per batch (core.broker.replica.batch_cache), then sliced
         parts: list[bytes] = []
         extend = parts.extend
         left = count if count is not None else 1 << 62

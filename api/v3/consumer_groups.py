@@ -26,9 +26,9 @@ from api.v3.models import (
     KafkaConsumerList,
 )
 from core.broker.broker import OFFSETS_TOPIC
-from core.broker.consumers import GroupDescription
+from core.broker.consumer.manager import GroupDescription
 from core.broker.errors import UnknownTopicError
-from core.broker.group import MemberDescription
+from core.broker.group.group import MemberDescription
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",

@@ -41,7 +41,7 @@ from api.v3.common import (
 )
 from api.v3.models import CollectionMetadata
 from core.broker.errors import GroupIdNotFoundError, UnknownPartitionError
-from core.broker.group import GroupDescription
+from core.broker.group.group import GroupDescription
 from core.broker.types import TopicPartition
 
 router = APIRouter(

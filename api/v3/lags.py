@@ -24,9 +24,9 @@ from starlette.responses import Response
 from api.deps import broker_of, consumers_of
 from api.v3.common import ClusterLinks, Links, V3Response, cluster_links, errors, not_found, v3_json
 from api.v3.models import KafkaConsumerGroupLagSummary, KafkaConsumerLag, KafkaConsumerLagList
-from core.broker.consumers import GroupDescription
+from core.broker.consumer.manager import GroupDescription
 from core.broker.errors import UnknownTopicOrPartitionError
-from core.broker.group import MemberDescription
+from core.broker.group.group import MemberDescription
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",

@@ -14,28 +14,28 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
-from core.broker.batch_cache import fetched_records
+from core.broker.admin.topic_stats import BrokerTopicStats
 from core.broker.config import BROKER_PROPERTIES, BrokerConfig
-from core.broker.controller import Controller
-from core.broker.delayed import DataWatch
+from core.broker.controller.controller import Controller
 from core.broker.errors import (
     TopicAlreadyExistsError,
     UnknownPartitionError,
     UnknownTopicError,
 )
-from core.broker.group_hash import coordinator_partition
-from core.broker.metadata import (
+from core.broker.group.hashing import coordinator_partition
+from core.broker.metadata.cache import MetadataCache, TopicMetadata
+from core.broker.metadata.store import (
     BrokerIdInUseError,
     BrokerRegistration,
     EventKind,
     MetadataEvent,
     MetadataStore,
 )
-from core.broker.metadata_cache import MetadataCache, TopicMetadata
-from core.broker.producer import produce_to_topic
-from core.broker.replica_manager import ReplicaManager
+from core.broker.produce.producer import produce_to_topic
+from core.broker.replica.batch_cache import fetched_records
+from core.broker.replica.delayed import DataWatch
+from core.broker.replica.manager import ReplicaManager
 from core.broker.replication import ClusterClient, ReplicationService
-from core.broker.topic_stats import BrokerTopicStats
 from core.broker.types import (
     BrokerInfo,
     FetchResult,
@@ -128,8 +128,8 @@ class Broker:
                                         for n, m in self.cache.topics.items()})
         await self.replication.start()
         await self._ensure_offsets_topic()
-        from core.broker.consumers import ConsumerManager  # noqa: PLC0415  (cycle-free wiring)
-        from core.broker.group_backend import BrokerGroupBackend  # noqa: PLC0415
+        from core.broker.consumer.manager import ConsumerManager  # noqa: PLC0415  (cycle-free wiring)
+        from core.broker.group.backend import BrokerGroupBackend  # noqa: PLC0415
 
         self.consumers = ConsumerManager(BrokerGroupBackend(self), config=self.config, clock=self.clock)
         await self.consumers.start()

@@ -26,14 +26,14 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from core.broker.delayed import abandon
 from core.broker.errors import (
     BrokerNotAvailableError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
 )
-from core.broker.internal_wire import ReplicaFetchRequest, ReplicaFetchResult
-from core.broker.replica_fetcher import ReplicaFetcherManager
+from core.broker.replica.delayed import abandon
+from core.broker.replica.fetch_wire import ReplicaFetchRequest, ReplicaFetchResult
+from core.broker.replica.fetcher import ReplicaFetcherManager
 from core.broker.types import PartitionOffsets, TopicPartition
 from core.storage.config import LogConfig
 from core.storage.log import AppendInfo, FetchData
@@ -50,7 +50,7 @@ _LEADER_WATCH_S = 0.1  # how often a forwarded call checks that its target still
 
 
 class ClusterClient(Protocol):
-    """What this module needs from the other brokers (``core.broker.cluster_client``)."""
+    """What this module needs from the other brokers (``core.broker.cluster.client``)."""
 
     async def replica_fetch(self, address: Address, req: ReplicaFetchRequest) -> list[ReplicaFetchResult]: ...
     async def append(self, address: Address, topic: str, partition: int, data: bytes, *,

@@ -92,7 +92,7 @@ class PartitionLog:
     Lifecycle: ``PartitionLog.open`` loads (and if needed recovers) the directory;
     ``close`` trims indexes and releases files; ``delete`` removes the directory.
 
-    Not thread-safe: the owner (``core.broker.partition.Partition``) serialises every
+    Not thread-safe: the owner (``core.broker.replica.partition.Partition``) serialises every
     call. Blocking calls (``flush``, ``delete_segments``, ``replace_segments``,
     ``delete``) are plain methods the broker runs off the event loop.
     """

@@ -1,6 +1,6 @@
 """Embedded metadata store: cluster id, controller, brokers, topics, partitions, configs.
 
-The standalone counterpart of Kafka's ZooKeeper layout (see core/broker/metadata.py):
+The standalone counterpart of Kafka's ZooKeeper layout (see core/broker/metadata/store.py):
 
     cluster            /cluster/id                           one row: id
     controller         /controller, /controller_epoch        one row: broker_id (NULL: none), epoch

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from kazoo.client import KazooClient
 
-from core.broker.group_hash import coordinator_partition
+from core.broker.group.hashing import coordinator_partition
 
 from .conftest import BrokerProcess, free_port, read_instance_records, running, wait_until
 

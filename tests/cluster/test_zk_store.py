@@ -25,7 +25,7 @@ from core.broker.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from core.broker.metadata import (
+from core.broker.metadata.store import (
     BadVersionError,
     BrokerRegistration,
     EventKind,
@@ -35,7 +35,7 @@ from core.broker.metadata import (
     PartitionState,
     TopicAssignment,
 )
-from core.broker.zk_paths import (
+from core.broker.metadata.zk.paths import (
     PERSISTENT_PATHS,
     BrokerIdZNode,
     ConfigEntityChangeNotificationSequenceZNode,
@@ -43,7 +43,7 @@ from core.broker.zk_paths import (
     MalformedZNodeError,
     TopicZNode,
 )
-from core.broker.zk_store import ZkMetadataStore
+from core.broker.metadata.zk.store import ZkMetadataStore
 from core.clock import ManualClock
 
 from .conftest import free_port

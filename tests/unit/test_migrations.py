@@ -12,7 +12,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 import migrations
-from core.broker.embedded_store import METADATA
+from core.broker.metadata.embedded_store import METADATA
 
 TABLES = {"cluster", "controller", "brokers", "topics", "topic_partitions", "topic_configs"}
 

@@ -7,8 +7,8 @@ import random
 import orjson
 
 from api.v2.embedded import binary_fragments, render_binary, render_binary_chunks
-from core.broker.batch_cache import BatchCache, FetchedRecords
-from core.broker.consumer_fetch import _Read
+from core.broker.consumer.fetch import _Read
+from core.broker.replica.batch_cache import BatchCache, FetchedRecords
 from core.broker.types import FetchResult, TopicPartition
 from core.storage.batch import parse_header, patch_base_offset, set_log_append_time
 from core.storage.records import NewRecord, build_batch, decode_records

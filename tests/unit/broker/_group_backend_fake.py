@@ -1,4 +1,4 @@
-"""A hand-written fake of ``core.broker.group_backend.GroupBackend`` for unit tests.
+"""A hand-written fake of ``core.broker.group.backend.GroupBackend`` for unit tests.
 
 Every partition, ``__consumer_offsets`` included, is a real
 ``core.storage.log.PartitionLog`` under a temporary directory: batches are built with
@@ -20,9 +20,9 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from core.broker.delayed import DataWatch, WaitSet
 from core.broker.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
-from core.broker.group_backend import OFFSETS_TOPIC
+from core.broker.group.backend import OFFSETS_TOPIC
+from core.broker.replica.delayed import DataWatch, WaitSet
 from core.broker.types import FetchResult, PartitionOffsets
 from core.clock import Clock, ManualClock
 from core.storage.config import LogConfig

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.broker.assignors import (
+from core.broker.group.assignors import (
     ASSIGNORS,
     Assignment,
     Subscription,

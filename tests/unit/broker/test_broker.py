@@ -18,7 +18,7 @@ from core.broker.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from core.broker.partitioner import partition_for_key
+from core.broker.produce.partitioner import partition_for_key
 from core.broker.types import ProduceRecord, TopicPartition
 from core.storage.errors import InvalidConfigError, InvalidTopicError, MessageTooLargeError
 

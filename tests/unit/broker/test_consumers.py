@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _group_backend_fake import FakeGroupBackend
 
-from core.broker.consumers import ConsumerManager
+from core.broker.consumer.manager import ConsumerManager
 from core.broker.errors import (
     ConsumerAlreadyExistsError,
     ConsumerInstanceNotFoundError,

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from core.broker.embedded_store import EmbeddedMetadataStore
 from core.broker.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -19,7 +18,8 @@ from core.broker.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from core.broker.metadata import (
+from core.broker.metadata.embedded_store import EmbeddedMetadataStore
+from core.broker.metadata.store import (
     BadVersionError,
     BrokerRegistration,
     EventKind,

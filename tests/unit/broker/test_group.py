@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker import consumer_protocol
-from core.broker import offsets_codec as codec
-from core.broker.group import (
+from core.broker.group import consumer_protocol
+from core.broker.group import offsets_codec as codec
+from core.broker.group.group import (
     CommittedOffset,
     Group,
     GroupState,
@@ -15,7 +15,7 @@ from core.broker.group import (
     check_transition,
     compute_assignment,
 )
-from core.broker.group_records import (
+from core.broker.group.records import (
     PartitionLoader,
     group_metadata_record,
     group_tombstone,

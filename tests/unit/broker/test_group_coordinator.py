@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from _group_backend_fake import FakeGroupBackend
 
-from core.broker import offsets_codec as codec
 from core.broker.errors import (
     ConsumerAlreadyExistsError,
     ConsumerInstanceNotFoundError,
@@ -18,8 +17,9 @@ from core.broker.errors import (
     OffsetMetadataTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from core.broker.group import GroupState, Member
-from core.broker.group_coordinator import GroupCoordinator
+from core.broker.group import offsets_codec as codec
+from core.broker.group.coordinator import GroupCoordinator
+from core.broker.group.group import GroupState, Member
 from core.broker.types import TopicPartition as TP
 from core.clock import ManualClock
 

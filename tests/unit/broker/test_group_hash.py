@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.broker.group_hash import coordinator_partition, java_abs, java_string_hash
+from core.broker.group.hashing import coordinator_partition, java_abs, java_string_hash
 
 
 def _reference_hash(s: str) -> int:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker.internal_wire import (
+from core.broker.controller.leader_election import (
+    can_join_isr,
+    elect_on_broker_change,
+    is_out_of_sync,
+    next_last_caught_up_ms,
+)
+from core.broker.metadata.store import PartitionState
+from core.broker.replica.fetch_wire import (
     ReplicaFetchPartition,
     ReplicaFetchRequest,
     ReplicaFetchResult,
@@ -13,13 +20,6 @@ from core.broker.internal_wire import (
     encode_request,
     encode_response,
 )
-from core.broker.leader_election import (
-    can_join_isr,
-    elect_on_broker_change,
-    is_out_of_sync,
-    next_last_caught_up_ms,
-)
-from core.broker.metadata import PartitionState
 
 
 def st(leader: int, epoch: int, isr: tuple[int, ...]) -> PartitionState:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.broker.consumer_protocol import (
+from core.broker.group.consumer_protocol import (
     ConsumerAssignment,
     ConsumerSubscription,
     decode_assignment,
@@ -17,7 +17,7 @@ from core.broker.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from core.broker.offsets_codec import (
+from core.broker.group.offsets_codec import (
     CorruptOffsetsRecordError,
     GroupMetadataKey,
     GroupMetadataValue,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.broker.partition import Partition
+from core.broker.replica.partition import Partition
 from core.broker.types import TopicPartition
 from core.clock import ManualClock
 from core.storage.config import LogConfig

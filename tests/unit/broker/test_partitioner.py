@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.broker.partitioner import (
+from core.broker.produce.partitioner import (
     UnkeyedPartitioner,
     murmur2,
     partition_for_key,

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.broker.errors import InvalidReplicaAssignmentError
-from core.broker.leader_election import elect_preferred, imbalanced_partitions
-from core.broker.metadata import PartitionState
-from core.broker.reassignment import (
+from core.broker.controller.leader_election import elect_preferred, imbalanced_partitions
+from core.broker.controller.reassignment import (
     Step,
     check_targets,
     encode_election,
@@ -16,6 +14,8 @@ from core.broker.reassignment import (
     parse_election,
     parse_reassignment,
 )
+from core.broker.errors import InvalidReplicaAssignmentError
+from core.broker.metadata.store import PartitionState
 
 
 def st(leader: int, isr: tuple[int, ...], epoch: int = 3, version: int = 7) -> PartitionState:

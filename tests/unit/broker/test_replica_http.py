@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from core.broker.cluster.replica_http import KeepAlivePoster
 from core.broker.errors import BrokerNotAvailableError, RequestTimedOutError
-from core.broker.replica_http import KeepAlivePoster
 
 Handler = Callable[[bytes], bytes | None]  # request body -> raw answer (None: hang up)
 

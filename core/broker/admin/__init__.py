@@ -1,0 +1,1 @@
+"""What operators see and change: per-topic traffic counters (``topic_stats``)."""

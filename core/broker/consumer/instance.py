@@ -1,0 +1,194 @@
+"""A REST consumer instance: its settings (persisted with its group membership) and its
+runtime state (positions; rebuilt from committed offsets after a restart).
+
+Settings travel in the member's ``properties`` under Confluent's names::
+
+    format                       binary | json | avro | jsonschema | protobuf
+    auto.offset.reset            earliest | latest | none
+    auto.commit.enable           bool
+    fetch.min.bytes              -1 (off) .. 10,000,000
+    consumer.request.timeout.ms  int | null (null: the server's consumer.request.timeout.ms)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.broker.errors import InvalidConsumerConfigError
+from core.broker.replica.delayed import Flag
+from core.broker.types import TopicPartition
+from core.storage.records import Record
+
+FORMATS = frozenset({"binary", "json", "avro", "jsonschema", "protobuf"})
+OFFSET_RESETS = frozenset({"earliest", "latest", "none"})
+MAX_FETCH_MIN_BYTES = 10_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerInstanceInfo:
+    """What ``create`` accepted and ``get`` returns; ``api/`` builds ``base_uri`` from it."""
+
+    group: str
+    instance_id: str
+    format: str = "binary"
+    auto_offset_reset: str = "latest"
+    auto_commit: bool = True
+    fetch_min_bytes: int = -1
+    request_timeout_ms: int | None = None
+
+    @classmethod
+    def validated(
+        cls,
+        group: str,
+        instance_id: str,
+        *,
+        format: str,
+        auto_offset_reset: str,
+        auto_commit: bool,
+        fetch_min_bytes: int,
+        request_timeout_ms: int | None,
+    ) -> ConsumerInstanceInfo:
+        """The settings, normalised; InvalidConsumerConfigError names the bad one."""
+        fmt = str(format).lower()
+        if fmt not in FORMATS:
+            raise InvalidConsumerConfigError(f"Invalid format type: {format!r}.")
+        reset = str(auto_offset_reset).lower()
+        if reset not in OFFSET_RESETS:
+            raise InvalidConsumerConfigError(
+                f"Invalid consumer configuration: auto.offset.reset must be one of "
+                f"earliest, latest, none (got {auto_offset_reset!r})"
+            )
+        if not -1 <= int(fetch_min_bytes) <= MAX_FETCH_MIN_BYTES:
+            raise InvalidConsumerConfigError(
+                f"Invalid consumer configuration: fetch.min.bytes must lie in "
+                f"[-1, {MAX_FETCH_MIN_BYTES}] (got {fetch_min_bytes})"
+            )
+        if request_timeout_ms is not None and int(request_timeout_ms) < 0:
+            raise InvalidConsumerConfigError(
+                f"Invalid consumer configuration: consumer.request.timeout.ms must not be "
+                f"negative (got {request_timeout_ms})"
+            )
+        return cls(
+            group,
+            instance_id,
+            fmt,
+            reset,
+            bool(auto_commit),
+            int(fetch_min_bytes),
+            None if request_timeout_ms is None else int(request_timeout_ms),
+        )
+
+    def to_properties(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "auto.offset.reset": self.auto_offset_reset,
+            "auto.commit.enable": self.auto_commit,
+            "fetch.min.bytes": self.fetch_min_bytes,
+            "consumer.request.timeout.ms": self.request_timeout_ms,
+        }
+
+    @classmethod
+    def from_properties(
+        cls, group: str, instance_id: str, props: dict[str, Any]
+    ) -> ConsumerInstanceInfo:
+        """Settings of a member, tolerating missing keys (defaults apply)."""
+        timeout = props.get("consumer.request.timeout.ms")
+        return cls(
+            group,
+            instance_id,
+            str(props.get("format", "binary")),
+            str(props.get("auto.offset.reset", "latest")),
+            bool(props.get("auto.commit.enable", True)),
+            int(props.get("fetch.min.bytes", -1)),
+            None if timeout is None else int(timeout),
+        )
+
+
+class PolledRecords(list[tuple[TopicPartition, Record]]):
+    """A read's ``(partition, record)`` pairs; ``chunks``, when not None, holds the same
+    records as ``(partition, cached batch, lo, hi)`` ranges (``core.broker.replica.batch_cache``)
+    in the same order, so the API can answer from per-batch renderings. A read made with
+    ``decode=False`` may hold its records in ``chunks`` only (the list empty): ``count``
+    is the number of records either way."""
+
+    __slots__ = ("chunks",)
+
+    @property
+    def count(self) -> int:
+        if self.chunks is None:
+            return len(self)
+        return sum(hi - lo for _tp, _b, lo, hi in self.chunks)
+
+    def __init__(self, items: list[tuple[TopicPartition, Record]] | None = None,
+                 chunks: list[tuple[TopicPartition, Any, int, int]] | None = None) -> None:
+        super().__init__(items or ())
+        self.chunks = chunks
+
+
+@dataclass(slots=True)
+class InstanceState:
+    """Runtime state of one instance, attached to its group member (``Member.runtime``).
+
+    ``positions`` are the next offsets to read; ``auto_committed`` the offsets this
+    instance last committed or started from (so auto-commit of an idle instance writes
+    nothing). ``poll_lock`` serialises reads of one
+    instance; ``changed`` wakes a waiting read when a seek or an assignment change makes
+    its plan stale. Event-loop only.
+    """
+
+    info: ConsumerInstanceInfo
+    positions: dict[TopicPartition, int] = field(default_factory=dict)
+    auto_committed: dict[TopicPartition, int] = field(default_factory=dict)
+    next_start: int = 0  # round-robin: the partition index the next read starts at
+    poll_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    changed: Flag = field(default_factory=Flag)
+
+    def forget(self, partitions: set[TopicPartition] | frozenset[TopicPartition]) -> None:
+        for tp in partitions:
+            self.positions.pop(tp, None)
+            self.auto_committed.pop(tp, None)
+        self.changed.set()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.positions[tp] = offset
+        self.changed.set()
+
+    def uncommitted(self, assignment: tuple[TopicPartition, ...]) -> dict[TopicPartition, int]:
+        """Positions of assigned partitions that auto-commit has not written yet."""
+        return {
+            tp: pos
+            for tp, pos in self.positions.items()
+            if tp in assignment and self.auto_committed.get(tp) != pos
+        }
+
+    def apply_read(
+        self,
+        start: Mapping[TopicPartition, int],
+        positions: Mapping[TopicPartition, int],
+        records: list[tuple[TopicPartition, Record]],
+        chunks: list[tuple[TopicPartition, Any, int, int]] | None = None,
+    ) -> PolledRecords:
+        """Take a read's positions where nobody moved them meanwhile (a seek, a
+        revocation); records of partitions that moved under the read are dropped."""
+        kept = set()
+        for tp, pos in positions.items():
+            if self.positions.get(tp) == start[tp]:
+                self.positions[tp] = pos
+                kept.add(tp)
+        if len(kept) == len(positions):
+            return PolledRecords(records, chunks)
+        return PolledRecords(
+            [(tp, r) for tp, r in records if tp in kept],
+            None if chunks is None else [c for c in chunks if c[0] in kept],
+        )
+
+    def rotated(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """``partitions`` starting one further on each call: no partition is always last."""
+        if not partitions:
+            return []
+        start = self.next_start % len(partitions)
+        self.next_start = start + 1
+        return partitions[start:] + partitions[:start]

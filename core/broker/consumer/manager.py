@@ -1,0 +1,447 @@
+"""REST consumer instances as members of coordinator-run groups (docs/broker-api.md).
+
+An instance is a group member whose member id is the instance name. Creating one joins
+the group, deleting it (or letting it idle past ``consumer.instance.timeout.ms``) leaves
+it; every call on it is a heartbeat. ``subscribe`` makes it take part in the group's
+assignment (run here, with the manager's assignor); ``assign`` picks partitions by hand
+(the two exclude each other, as in the Java consumer). Membership, subscriptions,
+assignments and settings are in the group metadata record and committed offsets in the
+offset records of ``__consumer_offsets``, so after a restart the instance is still there
+and reads on from its committed positions.
+
+Positions live in memory (:class:`InstanceState`): a partition's first read starts at
+the committed offset, else at auto.offset.reset. With auto-commit, each read first
+commits the positions reached by the previous reads (the Java consumer's rule), as do a
+rebalance that takes partitions away and leaving the group.
+
+Event-loop only. Wiring: ``ConsumerManager(backend, config=..., clock=...)``, then
+``await start()`` (loads the offsets partitions this broker leads, starts the expiry and
+metadata loop) and ``await stop()``. The broker calls ``on_topics_changed()`` after
+topic creation, deletion and partition changes, and may forward leadership changes of
+``__consumer_offsets`` to ``coordinator.on_become_leader(p)`` / ``on_resign(p)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from core.broker.consumer.fetch import (
+    check_assigned,
+    edge_positions,
+    read_instance,
+    timestamp_positions,
+)
+from core.broker.consumer.instance import ConsumerInstanceInfo, InstanceState, PolledRecords
+from core.broker.errors import IllegalConsumerStateError
+from core.broker.group.assignors import ASSIGNORS
+from core.broker.group.backend import GroupBackend
+from core.broker.group.coordinator import GroupCoordinator
+from core.broker.group.group import Group, GroupDescription, GroupSummary, Member
+from core.broker.group.topics import check_partitions
+from core.broker.types import TopicPartition
+from core.clock import SYSTEM_CLOCK, Clock
+from core.errors import FranzError, InvalidRequestError
+
+__all__ = ["ConsumerInstanceInfo", "ConsumerManager", "GroupDescription", "GroupSummary"]
+
+log = logging.getLogger(__name__)
+
+DEFAULTS: Mapping[str, Any] = {
+    "consumer.instance.timeout.ms": 300_000,
+    "consumer.request.timeout.ms": 1_000,
+    "consumer.request.max.bytes": 64 * 1024 * 1024,
+    "offset.metadata.max.bytes": 4096,
+    "consumer.partition.assignment.strategy": "range",  # not a Kafka broker property
+}
+EXPIRY_CHECK_INTERVAL_MS = 1_000
+METADATA_REFRESH_INTERVAL_MS = 30_000
+SHUTDOWN_COMMIT_S = 5.0
+MUTUALLY_EXCLUSIVE = (
+    "Illegal state: Subscription to topics, partitions and pattern are mutually exclusive"
+)
+
+
+def _setting(config: Any, name: str) -> Any:
+    if config is not None:
+        with contextlib.suppress(KeyError):
+            return config[name]
+    return DEFAULTS[name]
+
+
+class ConsumerManager:
+    """Every REST consumer instance of the groups this broker coordinates."""
+
+    def __init__(
+        self,
+        backend: GroupBackend,
+        *,
+        config: Any = None,
+        clock: Clock = SYSTEM_CLOCK,
+        assignor: str | None = None,
+        coordinator: GroupCoordinator | None = None,
+    ) -> None:
+        self.backend = backend
+        self.clock = clock
+        self.instance_timeout_ms = int(_setting(config, "consumer.instance.timeout.ms"))
+        self.request_timeout_ms = int(_setting(config, "consumer.request.timeout.ms"))
+        self.request_max_bytes = int(_setting(config, "consumer.request.max.bytes"))
+        assignor = assignor or str(_setting(config, "consumer.partition.assignment.strategy"))
+        if assignor not in ASSIGNORS:
+            raise ValueError(
+                f"unknown partition assignor {assignor!r} (known: {sorted(ASSIGNORS)})"
+            )
+        self.coordinator = coordinator or GroupCoordinator(
+            backend,
+            clock=clock,
+            assignor=assignor,
+            offset_metadata_max_bytes=int(_setting(config, "offset.metadata.max.bytes")),
+        )
+        self.coordinator.listener = self
+        self._tasks: list[asyncio.Task[None]] = []
+        self._refresh: asyncio.Task[None] | None = None
+        self._refresh_again = False
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        owned = await self.coordinator.load_owned()
+        log.info("consumer manager started; coordinating %d offsets partitions", len(owned))
+        self._tasks.append(asyncio.create_task(self._maintain()))
+
+    async def stop(self) -> None:
+        """Stop the background work and auto-commit what instances have read (they stay
+        members: the next start finds them in the log)."""
+        tasks = [*self._tasks, *([self._refresh] if self._refresh else [])]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._refresh = None
+        for group in self.coordinator.loaded_groups():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._auto_commit_group(group), SHUTDOWN_COMMIT_S)
+
+    async def _maintain(self) -> None:
+        since_refresh = 0
+        while True:
+            await asyncio.sleep(EXPIRY_CHECK_INTERVAL_MS / 1000)
+            since_refresh += EXPIRY_CHECK_INTERVAL_MS
+            try:
+                await self.expire_idle(self.clock.now_ms())
+                if since_refresh >= METADATA_REFRESH_INTERVAL_MS:
+                    since_refresh = 0
+                    await self.coordinator.refresh_metadata()
+            except Exception:  # a failed round must not end the loop
+                log.exception("consumer maintenance failed")
+
+    async def expire_idle(self, now_ms: int | None = None) -> list[tuple[str, str]]:
+        """Remove instances idle past their timeout (their groups rebalance)."""
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        expired = await self.coordinator.expire(now)
+        for group, instance in expired:
+            log.info("consumer instance %s of group %s expired", instance, group)
+        return expired
+
+    def on_topics_changed(self) -> None:
+        """Topics were created or deleted, or partitions added: re-evaluate pattern
+        subscriptions and assignments (in the background; calls coalesce)."""
+        if self._refresh is not None and not self._refresh.done():
+            self._refresh_again = True
+            return
+        self._refresh = asyncio.ensure_future(self._run_refresh())
+
+    async def _run_refresh(self) -> None:
+        while True:
+            self._refresh_again = False
+            try:
+                await self.coordinator.refresh_metadata()
+            except Exception:
+                log.exception("consumer metadata refresh failed")
+            if not self._refresh_again:
+                return
+
+    # --- instances ----------------------------------------------------------------------
+
+    async def create(
+        self,
+        group: str,
+        *,
+        name: str | None = None,
+        format: str = "binary",
+        auto_offset_reset: str = "latest",
+        auto_commit: bool = True,
+        fetch_min_bytes: int = -1,
+        request_timeout_ms: int | None = None,
+        client_host: str = "",
+    ) -> ConsumerInstanceInfo:
+        """Join ``group`` as a new instance (ConsumerAlreadyExistsError,
+        InvalidConsumerConfigError)."""
+        instance = name or f"rest-consumer-{uuid.uuid4()}"
+        info = ConsumerInstanceInfo.validated(
+            group,
+            instance,
+            format=format,
+            auto_offset_reset=auto_offset_reset,
+            auto_commit=auto_commit,
+            fetch_min_bytes=fetch_min_bytes,
+            request_timeout_ms=request_timeout_ms,
+        )
+        member = Member(
+            member_id=instance,
+            client_id=instance,
+            client_host=client_host,
+            session_timeout_ms=self.instance_timeout_ms,
+            rebalance_timeout_ms=self.instance_timeout_ms,
+            properties=info.to_properties(),
+            runtime=InstanceState(info),
+        )
+        await self.coordinator.join(group, member)
+        log.info("consumer instance %s created in group %s", instance, group)
+        return info
+
+    async def delete(self, group: str, instance: str) -> None:
+        """Leave the group (auto-commit first, like closing a Java consumer)."""
+        await self._member(group, instance)
+        if not await self.coordinator.leave(group, [instance], reason="deleted"):
+            self.coordinator.member(group, instance)  # raises ConsumerInstanceNotFoundError
+
+    def get(self, group: str, instance: str) -> ConsumerInstanceInfo:
+        """The instance's settings; counts as a heartbeat."""
+        return self._state(self.coordinator.touch(group, instance), group).info
+
+    async def subscribe(
+        self,
+        group: str,
+        instance: str,
+        *,
+        topics: list[str] | None = None,
+        pattern: str | None = None,
+    ) -> None:
+        """Replace the subscription (``topics`` wins over ``pattern``) and rebalance."""
+        if topics is None and pattern is None:
+            raise InvalidRequestError("subscribe needs topics or a topic pattern")
+        if topics is None and pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise InvalidRequestError(f"invalid topic pattern {pattern!r}: {exc}") from exc
+        await self._member(group, instance)
+
+        def change(m: Member) -> None:
+            if m.manual:
+                raise IllegalConsumerStateError(MUTUALLY_EXCLUSIVE)
+            m.topics = tuple(dict.fromkeys(topics)) if topics is not None else ()
+            m.pattern = pattern if topics is None else None
+
+        await self.coordinator.update_member(group, instance, change, reason="subscribed")
+
+    async def subscription(self, group: str, instance: str) -> list[str]:
+        member = await self._member(group, instance)
+        return sorted(member.topics) if member.is_subscribed else []
+
+    async def unsubscribe(self, group: str, instance: str) -> None:
+        """Drop the subscription and any manual assignment."""
+        await self._member(group, instance)
+
+        def change(m: Member) -> None:
+            m.topics, m.pattern, m.manual = (), None, False
+
+        await self.coordinator.update_member(group, instance, change, reason="unsubscribed")
+
+    async def assign(self, group: str, instance: str, partitions: list[TopicPartition]) -> None:
+        """Manual assignment (IllegalConsumerStateError while subscribed)."""
+        member = await self._member(group, instance)
+        if member.is_subscribed:
+            raise IllegalConsumerStateError(MUTUALLY_EXCLUSIVE)
+        wanted = tuple(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
+        await check_partitions(self.backend, wanted)
+
+        def change(m: Member) -> frozenset[TopicPartition]:
+            if m.is_subscribed:
+                raise IllegalConsumerStateError(MUTUALLY_EXCLUSIVE)
+            revoked = frozenset(m.assignment) - frozenset(wanted)
+            m.manual, m.assignment = bool(wanted), wanted
+            return revoked
+
+        await self.coordinator.persist_member(group, instance, change)
+
+    async def assignment(self, group: str, instance: str) -> list[TopicPartition]:
+        member = await self._member(group, instance)
+        return list(member.assignment)
+
+    # --- positions ----------------------------------------------------------------------
+
+    async def seek(self, group: str, instance: str, offsets: Mapping[TopicPartition, int]) -> None:
+        member = await self._member(group, instance)
+        state = self._state(member, group)
+        check_assigned(member, offsets)
+        for tp, offset in offsets.items():
+            state.seek(TopicPartition(*tp), int(offset))
+
+    async def seek_to_timestamp(
+        self, group: str, instance: str, timestamps: Mapping[TopicPartition, int]
+    ) -> None:
+        """To the first offset with a timestamp >= the given one (the end if none)."""
+        member = await self._member(group, instance)
+        check_assigned(member, timestamps)
+        self._seek_all(member, group, await timestamp_positions(self.backend, timestamps))
+
+    async def seek_to_beginning(
+        self, group: str, instance: str, partitions: Iterable[TopicPartition]
+    ) -> None:
+        await self._seek_edge(group, instance, partitions, end=False)
+
+    async def seek_to_end(
+        self, group: str, instance: str, partitions: Iterable[TopicPartition]
+    ) -> None:
+        await self._seek_edge(group, instance, partitions, end=True)
+
+    async def _seek_edge(
+        self, group: str, instance: str, partitions: Iterable[TopicPartition], *, end: bool
+    ) -> None:
+        member = await self._member(group, instance)
+        tps = [TopicPartition(*tp) for tp in partitions]
+        check_assigned(member, tps)
+        self._seek_all(member, group, await edge_positions(self.backend, tps, end=end))
+
+    def _seek_all(self, member: Member, group: str, targets: Mapping[TopicPartition, int]) -> None:
+        check_assigned(member, targets)  # the assignment may have moved while we looked
+        state = self._state(member, group)
+        for tp, offset in targets.items():
+            state.seek(tp, offset)
+
+    # --- reading ------------------------------------------------------------------------
+
+    async def poll(
+        self,
+        group: str,
+        instance: str,
+        *,
+        timeout_ms: int | None = None,
+        max_bytes: int | None = None,
+        decode: bool = True,
+    ) -> PolledRecords:
+        """Records from the assigned partitions: as soon as there are any, else after
+        waiting up to the timeout (which may only shorten the instance's own).
+        ``decode=False`` (readers that answer from per-batch renderings): the records
+        may come as ``chunks`` only (``PolledRecords``)."""
+        member = await self._member(group, instance)
+        state = self._state(member, group)
+        wait_ms = state.info.request_timeout_ms or self.request_timeout_ms
+        if timeout_ms is not None and timeout_ms > 0:
+            wait_ms = min(wait_ms, timeout_ms)
+        cap = self.request_max_bytes
+        if max_bytes is not None and max_bytes > 0:
+            cap = min(cap, max_bytes)
+        async with state.poll_lock:
+            if state.info.auto_commit:
+                await self._auto_commit(group, member, state)
+            return await read_instance(
+                self.backend,
+                lambda tps: self.coordinator.committed(group, tps),
+                member,
+                state,
+                wait_ms=wait_ms,
+                max_bytes=cap,
+                heartbeat=lambda: member.touch(self.clock.now_ms()),
+                decode=decode,
+            )
+
+    # --- offsets ------------------------------------------------------------------------
+
+    async def commit(
+        self,
+        group: str,
+        instance: str,
+        offsets: Mapping[TopicPartition, tuple[int, str]] | None = None,
+    ) -> None:
+        """Commit ``offsets`` (next offsets to read, metadata); None: the positions."""
+        member = await self._member(group, instance)
+        state = self._state(member, group)
+        if offsets is None:
+            offsets = {
+                tp: (pos, "") for tp, pos in state.positions.items() if tp in member.assignment
+            }
+        entries = {TopicPartition(*tp): (int(o), m or "") for tp, (o, m) in offsets.items()}
+        await self.coordinator.commit_offsets(group, entries, member_id=instance)
+        state.auto_committed.update({tp: o for tp, (o, _) in entries.items()})
+
+    async def committed(
+        self, group: str, instance: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, str]]:
+        """Committed offsets of ``partitions``; those without a commit are left out."""
+        await self._member(group, instance)
+        found = await self.coordinator.committed(group, [TopicPartition(*tp) for tp in partitions])
+        return {tp: (c.offset, c.metadata) for tp, c in found.items()}
+
+    async def _auto_commit(self, group: str, member: Member, state: InstanceState) -> None:
+        pending = state.uncommitted(member.assignment)
+        if not pending:
+            return
+        try:
+            await self.coordinator.commit_offsets(
+                group, {tp: (pos, "") for tp, pos in pending.items()}, member_id=member.member_id
+            )
+        except FranzError as exc:  # the Java consumer logs failed auto-commits and goes on
+            log.warning("auto-commit of %s in group %s failed: %s", member.member_id, group, exc)
+            return
+        state.auto_committed.update(pending)
+
+    # --- RebalanceListener ----------------------------------------------------------------
+
+    async def before_rebalance(self, group: Group, leaving: Iterable[Member]) -> None:
+        """Members that auto-commit commit their positions before partitions move or
+        they leave (the Java consumer's commit on revocation and on close)."""
+        await self._auto_commit_group(group)
+
+    async def _auto_commit_group(self, group: Group) -> None:
+        for member in list(group.members.values()):
+            state = member.runtime
+            if isinstance(state, InstanceState) and state.info.auto_commit:
+                await self._auto_commit(group.group_id, member, state)
+
+    def on_assignment_changed(
+        self, group: Group, member: Member, revoked: frozenset[TopicPartition]
+    ) -> None:
+        if isinstance(member.runtime, InstanceState):
+            member.runtime.forget(revoked)  # also wakes a waiting read: its plan is stale
+
+    # --- admin (v3, CLI) --------------------------------------------------------------------
+
+    async def list_groups(self) -> list[GroupSummary]:
+        return self.coordinator.list_groups()
+
+    async def describe_group(self, group: str) -> GroupDescription:
+        return await self.coordinator.describe_group(group)
+
+    async def group_offsets(self, group: str) -> dict[TopicPartition, int]:
+        return {tp: c.offset for tp, c in (await self.coordinator.committed(group)).items()}
+
+    async def reset_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        await self.coordinator.reset_offsets(group, offsets)
+
+    async def delete_group(self, group: str) -> None:
+        await self.coordinator.delete_group(group)
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    async def _member(self, group: str, instance: str) -> Member:
+        """The instance's member (loading its partition if needed); a heartbeat."""
+        _, member = await self.coordinator.find_member(group, instance)
+        member.touch(self.clock.now_ms())
+        return member
+
+    def _state(self, member: Member, group: str) -> InstanceState:
+        """The runtime state, made on first use after a restart (positions start over
+        from the committed offsets)."""
+        if not isinstance(member.runtime, InstanceState):
+            member.runtime = InstanceState(
+                ConsumerInstanceInfo.from_properties(group, member.member_id, member.properties)
+            )
+        return member.runtime

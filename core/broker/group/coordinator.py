@@ -1,0 +1,446 @@
+"""The group coordinator: the groups whose ``__consumer_offsets`` partition this broker
+leads, their membership, rebalances, heartbeats and committed offsets.
+
+Ownership (kafka-internals.md 4.1, 4.8): group ``g`` belongs to partition
+``coordinator_partition(g, n)``. ``on_become_leader(p)`` loads ``p`` from the log
+(requests for its groups wait for the load); ``on_resign(p)`` drops its groups (Dead).
+A partition nobody announced is loaded on first use, and a backend that answers
+"not leader" turns into :class:`NotCoordinatorError`, so a missed leadership notice
+heals itself.
+
+Writes: every membership change is a rebalance that ends with a group metadata record
+(a full snapshot with members, subscriptions and assignments); every commit is one batch
+of offset commit records. Both go to the log with acks=all through the backend, one
+append at a time per partition, and the in-memory offset cache changes only after the
+append succeeded. If a group metadata append fails the in-memory change stays and the
+error goes to the caller; the next change writes a full snapshot again.
+
+Event-loop only. Locks: one per group (membership changes), then one per offsets
+partition (appends); never the other way round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from core.broker.errors import (
+    ConsumerAlreadyExistsError,
+    ConsumerInstanceNotFoundError,
+    GroupIdNotFoundError,
+    InvalidGroupIdError,
+    NonEmptyGroupError,
+    NotCoordinatorError,
+    NotLeaderOrFollowerError,
+    OffsetMetadataTooLargeError,
+)
+from core.broker.group.backend import GroupBackend
+from core.broker.group.group import (
+    CommittedOffset,
+    Group,
+    GroupDescription,
+    GroupState,
+    GroupSummary,
+    Member,
+    compute_assignment,
+)
+from core.broker.group.hashing import coordinator_partition
+from core.broker.group.loading import OffsetsPartitions
+from core.broker.group.records import (
+    group_metadata_record,
+    group_tombstone,
+    offset_commit_record,
+    offset_tombstone,
+)
+from core.broker.group.topics import check_partitions, match_topics, partition_counts
+from core.broker.types import TopicPartition
+from core.clock import SYSTEM_CLOCK, Clock
+from core.storage.records import NewRecord, build_batch
+
+log = logging.getLogger(__name__)
+
+
+class RebalanceListener(Protocol):
+    """Hooks for the owner of the members' runtime state (the consumer manager)."""
+
+    async def before_rebalance(self, group: Group, leaving: Iterable[Member]) -> None:
+        """Last chance to commit (auto-commit) before assignments change or members go."""
+        ...
+
+    def on_assignment_changed(
+        self, group: Group, member: Member, revoked: frozenset[TopicPartition]
+    ) -> None:
+        """``member``'s partitions changed; it lost ``revoked`` (possibly none)."""
+        ...
+
+
+class GroupCoordinator:
+    """Groups of the offsets partitions this broker leads. See the module docstring."""
+
+    def __init__(
+        self,
+        backend: GroupBackend,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        assignor: str = "range",
+        offset_metadata_max_bytes: int = 4096,
+        listener: RebalanceListener | None = None,
+    ) -> None:
+        self.backend = backend
+        self.clock = clock
+        self.assignor = assignor
+        self.offset_metadata_max_bytes = offset_metadata_max_bytes
+        self.listener = listener
+        self._groups: dict[str, Group] = {}
+        self._partitions = OffsetsPartitions(backend, clock, self._install)
+        self._group_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._write_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    # --- ownership and loading --------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return coordinator_partition(group_id, self.backend.offsets_topic_partitions)
+
+    def on_become_leader(self, partition: int) -> asyncio.Task[None]:
+        """Schedule loading ``partition`` (idempotent); the task ends when it is loaded."""
+        return self._partitions.schedule(partition)
+
+    def on_resign(self, partition: int) -> None:
+        """This broker no longer leads ``partition``: its groups go Dead and are dropped."""
+        self._partitions.forget(partition)
+        now = self.clock.now_ms()
+        for group in [g for g in self._groups.values() if g.partition == partition]:
+            group.transition_to(GroupState.DEAD, now)
+            del self._groups[group.group_id]
+        log.info("unloaded __consumer_offsets-%d", partition)
+
+    async def load_owned(self) -> list[int]:
+        """Try to load every offsets partition; returns those this broker leads."""
+        return await self._partitions.load_all()
+
+    def _install(self, partition: int, groups: dict[str, Group]) -> None:
+        self._groups.update(groups)
+
+    # --- lookups --------------------------------------------------------------------
+
+    async def group(self, group_id: str, *, create: bool = False) -> Group | None:
+        """The group (after its partition is loaded); a new Empty one if ``create``."""
+        if not group_id:
+            raise InvalidGroupIdError("the group id must not be empty")
+        partition = self.partition_for(group_id)
+        await self._partitions.ensure(partition)
+        group = self._groups.get(group_id)
+        if group is None and create:
+            group = self._groups[group_id] = Group(
+                group_id, partition=partition, state_timestamp_ms=self.clock.now_ms()
+            )
+        return group
+
+    def member(self, group_id: str, member_id: str) -> Member:
+        """A member of a loaded group, synchronously; ConsumerInstanceNotFoundError."""
+        self._partitions.check(self.partition_for(group_id))
+        group = self._groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is None:
+            raise ConsumerInstanceNotFoundError(
+                f"Consumer instance {member_id!r} not found in group {group_id!r}."
+            )
+        return member
+
+    async def find_member(self, group_id: str, member_id: str) -> tuple[Group, Member]:
+        group = await self.group(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            raise ConsumerInstanceNotFoundError(
+                f"Consumer instance {member_id!r} not found in group {group_id!r}."
+            )
+        return group, member
+
+    def touch(self, group_id: str, member_id: str) -> Member:
+        """Heartbeat: the member's expiry moves to now + its session timeout."""
+        member = self.member(group_id, member_id)
+        member.touch(self.clock.now_ms())
+        return member
+
+    def loaded_groups(self) -> list[Group]:
+        return [g for _, g in sorted(self._groups.items()) if not g.is_dead]
+
+    def list_groups(self) -> list[GroupSummary]:
+        return [g.summary() for g in self.loaded_groups()]
+
+    async def describe_group(self, group_id: str) -> GroupDescription:
+        group = await self.group(group_id)
+        if group is None:
+            raise GroupIdNotFoundError(f"Consumer group {group_id!r} not found.")
+        return group.describe()
+
+    # --- membership -------------------------------------------------------------------
+
+    async def join(self, group_id: str, member: Member) -> Group:
+        """Add ``member`` (ConsumerAlreadyExistsError if its id is taken) and rebalance."""
+        group = await self.group(group_id, create=True)
+        assert group is not None
+        async with self._group_locks[group_id]:
+            self._check_alive(group)
+            if member.member_id in group.members:
+                raise ConsumerAlreadyExistsError(
+                    f"Consumer with specified consumer ID {member.member_id!r} already exists "
+                    f"in group {group_id!r}."
+                )
+            member.touch(self.clock.now_ms())
+
+            def add(g: Group) -> None:
+                g.members[member.member_id] = member
+
+            await self._rebalance(group, (), add, reason=f"{member.member_id} joined")
+        return group
+
+    async def leave(
+        self,
+        group_id: str,
+        member_ids: Iterable[str],
+        *,
+        expired_at: int | None = None,
+        reason: str = "left",
+    ) -> list[str]:
+        """Remove members and rebalance; returns the ids removed. With ``expired_at``,
+        only members still past their deadline then (a late heartbeat saves a member)."""
+        group = await self.group(group_id)
+        if group is None:
+            return []
+        async with self._group_locks[group_id]:
+            self._check_alive(group)
+            leaving = [group.members[i] for i in member_ids if i in group.members]
+            if expired_at is not None:
+                leaving = [m for m in leaving if m.deadline_ms < expired_at]
+            if not leaving:
+                return []
+
+            def remove(g: Group) -> None:
+                for m in leaving:
+                    del g.members[m.member_id]
+
+            ids = [m.member_id for m in leaving]
+            await self._rebalance(group, leaving, remove, reason=f"{ids} {reason}")
+        return ids
+
+    async def update_member(
+        self, group_id: str, member_id: str, change: Callable[[Member], None], *, reason: str
+    ) -> Member:
+        """Apply ``change`` to the member (subscription or manual assignment) and
+        rebalance. ``change`` may raise to refuse (nothing happens then)."""
+        group, member = await self.find_member(group_id, member_id)
+        async with self._group_locks[group_id]:
+            self._check_alive(group)
+            if group.members.get(member_id) is not member:
+                raise ConsumerInstanceNotFoundError(f"Consumer instance {member_id!r} not found.")
+            change(member)  # validation happens before anything is committed
+            member.touch(self.clock.now_ms())
+            await self._rebalance(group, (), lambda g: None, reason=f"{member_id} {reason}")
+        return member
+
+    async def expire(self, now_ms: int) -> list[tuple[str, str]]:
+        """Remove every member whose heartbeat deadline is before ``now_ms``."""
+        out: list[tuple[str, str]] = []
+        for group in list(self._groups.values()):
+            expired = group.expired_members(now_ms)
+            if expired and not group.is_dead:
+                ids = await self.leave(
+                    group.group_id, expired, expired_at=now_ms, reason="expired (idle)"
+                )
+                out.extend((group.group_id, i) for i in ids)
+        return out
+
+    async def refresh_metadata(self) -> list[str]:
+        """Re-resolve pattern subscriptions and partition counts; rebalance groups whose
+        assignment would change. Returns the ids of the groups rebalanced."""
+        changed: list[str] = []
+        all_topics: list[str] | None = None
+        for group in list(self._groups.values()):
+            if group.is_dead or not any(m.is_subscribed for m in group.members.values()):
+                continue
+            async with self._group_locks[group.group_id]:
+                if group.is_dead:
+                    continue
+                if all_topics is None and any(
+                    m.pattern is not None for m in group.members.values()
+                ):
+                    all_topics = await self.backend.list_topics()
+                if await self._assignment_stale(group, all_topics or []):
+                    await self._rebalance(group, (), lambda g: None, reason="metadata changed")
+                    changed.append(group.group_id)
+        return changed
+
+    async def _assignment_stale(self, group: Group, all_topics: list[str]) -> bool:
+        for m in group.members.values():
+            if (
+                m.pattern is not None
+                and not m.manual
+                and m.topics != match_topics(m.pattern, all_topics)
+            ):
+                return True
+        counts = await partition_counts(self.backend, group.subscribed_topics())
+        proposed = compute_assignment(group, self.assignor, counts)
+        return any(
+            frozenset(tps) != frozenset(group.members[mid].assignment)
+            for mid, tps in proposed.items()
+        )
+
+    def _check_alive(self, group: Group) -> None:
+        if group.is_dead:
+            raise NotCoordinatorError(f"group {group.group_id!r} moved to another coordinator")
+
+    async def _rebalance(
+        self,
+        group: Group,
+        leaving: Iterable[Member],
+        mutate: Callable[[Group], None],
+        *,
+        reason: str,
+    ) -> None:
+        """One whole rebalance, with the group lock held: hooks, membership change,
+        pattern resolution, assignment, and the group metadata record."""
+        if self.listener is not None and group.members:
+            await self.listener.before_rebalance(group, list(leaving))
+        mutate(group)
+        if any(m.pattern is not None and not m.manual for m in group.members.values()):
+            all_topics = await self.backend.list_topics()
+            for m in group.members.values():
+                if m.pattern is not None and not m.manual:
+                    m.topics = match_topics(m.pattern, all_topics)
+        counts = await partition_counts(self.backend, group.subscribed_topics())
+        now = self.clock.now_ms()
+        old_generation = group.generation
+        group.prepare_rebalance(now)
+        group.complete_join(self.assignor, now)
+        if group.members:
+            revoked = group.complete_sync(compute_assignment(group, self.assignor, counts), now)
+            if self.listener is not None:
+                for member_id, tps in revoked.items():
+                    self.listener.on_assignment_changed(group, group.members[member_id], tps)
+        log.info(
+            "group %s rebalanced (%s): generation %d -> %d, state %s",
+            group.group_id,
+            reason,
+            old_generation,
+            group.generation,
+            group.state.value,
+        )
+        await self._append(group.partition, [group_metadata_record(group, now)])
+
+    async def persist_member(
+        self, group_id: str, member_id: str, change: Callable[[Member], frozenset[TopicPartition]]
+    ) -> None:
+        """Apply a change that does not concern the assignor (a manual assignment) and
+        write the group snapshot. ``change`` returns the partitions the member lost."""
+        group, member = await self.find_member(group_id, member_id)
+        async with self._group_locks[group_id]:
+            self._check_alive(group)
+            if group.members.get(member_id) is not member:
+                raise ConsumerInstanceNotFoundError(f"Consumer instance {member_id!r} not found.")
+            revoked = change(member)
+            if self.listener is not None:
+                self.listener.on_assignment_changed(group, member, revoked)
+            await self._append(group.partition, [group_metadata_record(group, self.clock.now_ms())])
+
+    # --- offsets ----------------------------------------------------------------------
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, tuple[int, str]],
+        *,
+        member_id: str | None = None,
+    ) -> None:
+        """Write the offsets (next offset to read, metadata) with acks=all, then cache
+        them. Without ``member_id`` this is a "simple" commit (the group may be new)."""
+        for tp, (_, metadata) in offsets.items():
+            if len(metadata) > self.offset_metadata_max_bytes:
+                raise OffsetMetadataTooLargeError(
+                    f"metadata for {tp.topic}-{tp.partition} exceeds "
+                    f"{self.offset_metadata_max_bytes} bytes"
+                )
+        if not offsets:
+            return
+        await check_partitions(self.backend, offsets)
+        group = await self.group(group_id, create=member_id is None)
+        if group is None or (member_id is not None and member_id not in group.members):
+            raise ConsumerInstanceNotFoundError(
+                f"Consumer instance {member_id!r} not found in group {group_id!r}."
+            )
+        self._check_alive(group)
+        now = self.clock.now_ms()
+        entries = {
+            TopicPartition(*tp): CommittedOffset(off, meta, now)
+            for tp, (off, meta) in offsets.items()
+        }
+        records = [offset_commit_record(group_id, tp, c) for tp, c in entries.items()]
+        await self._append(
+            group.partition, records, on_success=lambda: group.offsets.update(entries)
+        )
+
+    async def committed(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, CommittedOffset]:
+        """Cached committed offsets (all of the group's when ``partitions`` is None);
+        partitions without a commit are left out."""
+        group = await self.group(group_id)
+        if group is None:
+            return {}
+        if partitions is None:
+            return dict(group.offsets)
+        return {TopicPartition(*tp): group.offsets[tp] for tp in partitions if tp in group.offsets}
+
+    async def reset_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Admin reset: only while the group has no members (NonEmptyGroupError)."""
+        group = await self.group(group_id)
+        if group is not None and group.members:
+            raise NonEmptyGroupError(f"group {group_id!r} has active members")
+        await self.commit_offsets(group_id, {tp: (off, "") for tp, off in offsets.items()})
+
+    async def delete_group(self, group_id: str) -> None:
+        """Tombstones for the group and its offsets; NonEmptyGroupError if it has members."""
+        group = await self.group(group_id)
+        if group is None:
+            raise GroupIdNotFoundError(f"Consumer group {group_id!r} not found.")
+        async with self._group_locks[group_id]:
+            self._check_alive(group)
+            if group.members:
+                raise NonEmptyGroupError(f"group {group_id!r} has active members")
+            now = self.clock.now_ms()
+            records = [offset_tombstone(group_id, tp, now) for tp in group.offsets]
+            records.append(group_tombstone(group_id, now))
+
+            def drop() -> None:
+                group.transition_to(GroupState.DEAD, now)
+                if self._groups.get(group_id) is group:
+                    del self._groups[group_id]
+
+            await self._append(group.partition, records, on_success=drop)
+        log.info("group %s deleted", group_id)
+
+    # --- the log ----------------------------------------------------------------------
+
+    async def _append(
+        self,
+        partition: int,
+        records: list[NewRecord],
+        on_success: Callable[[], object] | None = None,
+    ) -> int:
+        batch = bytes(build_batch(records, now_ms=self.clock.now_ms()))
+        async with self._write_locks[partition]:
+            try:
+                offset = await self.backend.append_offsets(partition, batch)
+            except NotLeaderOrFollowerError as exc:
+                with contextlib.suppress(Exception):
+                    self.on_resign(partition)
+                raise NotCoordinatorError(
+                    f"this broker no longer leads __consumer_offsets-{partition}"
+                ) from exc
+            if on_success is not None:
+                on_success()
+            return offset

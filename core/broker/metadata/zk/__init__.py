@@ -1,0 +1,6 @@
+"""The ZooKeeper backend of ``MetadataStore``: Kafka's znode layout under a chroot.
+
+``client`` adapts kazoo (the only module here that catches kazoo errors), ``paths`` owns
+each znode's path and JSON, ``watches`` keeps the cluster view current, ``store`` is the
+``MetadataStore`` built on them.
+"""

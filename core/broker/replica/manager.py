@@ -1,0 +1,357 @@
+"""The replica manager: every partition replica hosted by this broker.
+
+It applies leadership decisions from the metadata (``apply_partition_state``), appends
+with ``acks`` 0/1/all and serves fetches with long-polling. acks=all parks the request
+until the high watermark passes the appended records (woken by HW moves) or the
+timeout; a fetch parks until the HW moves or its wait ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from core.broker.errors import (
+    BrokerNotAvailableError,
+    NotEnoughReplicasAfterAppendError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
+from core.broker.metadata.store import BadVersionError, PartitionState
+from core.broker.replica.delayed import wait_on
+from core.broker.replica.fetch_wire import ReplicaFetchRequest, ReplicaFetchResult
+from core.broker.replica.partition import Partition
+from core.broker.types import TopicPartition
+from core.clock import Clock
+from core.errors import FranzError
+from core.storage.blocking import run_blocking
+from core.storage.config import LogConfig
+from core.storage.errors import OffsetOutOfRangeError
+from core.storage.log import AppendInfo, FetchData
+from core.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+class IsrStore(Protocol):
+    """Where a leader persists ISR changes: a conditional write of the partition state."""
+
+    async def get_partition_states(self, topic: str) -> dict[int, PartitionState]: ...
+    async def update_partition_state(
+        self, topic: str, partition: int, state: PartitionState, *, expected_version: int
+    ) -> PartitionState: ...
+
+
+class ReplicaManager:
+    """Owns the ``Partition`` objects of this broker. Event-loop only."""
+
+    def __init__(self, broker_id: int, log_manager: LogManager, clock: Clock,
+                 high_watermarks: dict[tuple[str, int], int] | None = None) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self._clock = clock
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._checkpointed_hw = dict(high_watermarks or {})
+        # Cluster wiring, set by the broker: who to tell about role changes (the replica
+        # fetchers), where ISR changes are written, and which brokers are alive.
+        self.role_listeners: list[Callable[[Partition], None]] = []
+        self.isr_store: IsrStore | None = None
+        self.is_alive: Callable[[int], bool] = lambda _broker_id: True
+        self._isr_tasks: set[asyncio.Task[None]] = set()
+        self._flushing: dict[TopicPartition, asyncio.Future[None]] = {}  # group commit
+        # ISR changes written by this broker as leader (Kafka's IsrShrinksPerSec /
+        # IsrExpandsPerSec; api.metrics exports them as counters).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+
+    # --- hosting ------------------------------------------------------------------------
+
+    def get_partition(self, tp: TopicPartition) -> Partition:
+        p = self.partitions.get(tp)
+        if p is None:
+            raise UnknownTopicOrPartitionError(f"this broker hosts no replica of {tp[0]}-{tp[1]}")
+        return p
+
+    def leader_partition(self, tp: TopicPartition) -> Partition:
+        p = self.get_partition(tp)
+        if not p.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {tp[0]}-{tp[1]}")
+        return p
+
+    def apply_partition_state(
+        self, tp: TopicPartition, state: PartitionState, replicas: tuple[int, ...], config: LogConfig
+    ) -> Partition | None:
+        """Create the local replica if needed and take the leader/follower role."""
+        if self.broker_id not in replicas:
+            self.stop_replica(tp, delete=True)
+            return None
+        p = self.partitions.get(tp)
+        if p is None:
+            plog = self.log_manager.get_or_create_log(tp.topic, tp.partition, config)
+            hw = self._checkpointed_hw.get((tp.topic, tp.partition), 0)
+            p = Partition(tp, plog, broker_id=self.broker_id, clock=self._clock, high_watermark=hw)
+            self.partitions[tp] = p
+        if state.leader_epoch == p.leader_epoch and state.version < p.partition_version:
+            return p  # an older read of the state than the one applied (our own ISR write)
+        if state.leader == self.broker_id:
+            applied = p.make_leader(leader_epoch=state.leader_epoch, isr=state.isr, replicas=replicas)
+        else:
+            applied = p.make_follower(leader=state.leader, leader_epoch=state.leader_epoch,
+                                      isr=state.isr, replicas=replicas)
+        if applied and state.version >= p.partition_version:
+            p.partition_version, p.controller_epoch = state.version, state.controller_epoch
+        for listener in self.role_listeners:
+            listener(p)
+        return p
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        for tp, p in self.partitions.items():
+            if tp.topic == topic:
+                p.log.update_config(config)
+
+    def stop_replica(self, tp: TopicPartition, *, delete: bool) -> None:
+        p = self.partitions.pop(tp, None)
+        if p is not None:
+            p.leader_id = -1
+            p.data_waiters.notify()
+            p.leo_waiters.notify()
+            for listener in self.role_listeners:
+                listener(p)
+        if delete and self.log_manager.get_log(tp.topic, tp.partition) is not None:
+            self.log_manager.delete_log(tp.topic, tp.partition)
+
+    def fence_leaders(self) -> int:
+        """Stop acting as leader everywhere (this broker's ZooKeeper session expired: the
+        controller may have moved leadership already). The next metadata sync gives each
+        partition its role back; returns how many partitions were led."""
+        fenced = 0
+        for p in list(self.partitions.values()):
+            if p.is_leader:
+                p.make_follower(leader=-1, leader_epoch=p.leader_epoch, isr=p.isr,
+                                replicas=p.replicas)
+                fenced += 1
+                for listener in self.role_listeners:
+                    listener(p)
+        if fenced:
+            log.warning("broker %d stopped leading %d partition(s) until it re-syncs with "
+                        "ZooKeeper", self.broker_id, fenced)
+        return fenced
+
+    def delete_stray_logs(self, assignments: Mapping[str, Mapping[int, tuple[int, ...]]]) -> list[
+            TopicPartition]:
+        """Delete the local logs no assignment gives this broker: topics deleted, or
+        replicas moved away, while it was down (Kafka deletes them when the broker is
+        back). ``assignments``: every existing topic's partition -> replicas."""
+        deleted = []
+        for topic, partition in list(self.log_manager.all_logs()):
+            tp = TopicPartition(topic, partition)
+            if tp in self.partitions:
+                continue
+            replicas = assignments.get(topic, {}).get(partition)
+            if replicas is None or self.broker_id not in replicas:
+                self.log_manager.delete_log(topic, partition)
+                deleted.append(tp)
+        if deleted:
+            log.info("broker %d deleted %d stray log(s) of topics deleted or moved while it "
+                     "was away: %s", self.broker_id, len(deleted),
+                     ", ".join(f"{t}-{p}" for t, p in deleted))
+        return deleted
+
+    def high_watermarks(self) -> dict[tuple[str, int], int]:
+        return {(tp.topic, tp.partition): p.high_watermark for tp, p in self.partitions.items()}
+
+    # --- produce ------------------------------------------------------------------------
+
+    async def append(
+        self, tp: TopicPartition, data: bytearray, *, acks: int, timeout_ms: int
+    ) -> AppendInfo:
+        p = self.leader_partition(tp)
+        # flush.messages: the fsync is the group commit below (off the loop), not inline
+        readers = len(p.data_waiters) + len(p.leo_waiters)  # long-polls this append wakes
+        info = p.append_as_leader(data, required_acks=acks, flush_inline=False)
+        if p.log.flush_due:
+            await self._flush_through(p, info.last_offset + 1)
+        if acks != -1 or p.high_watermark > info.last_offset:
+            if readers:
+                # one event-loop step: the woken consumers and followers answer before
+                # this producer does, so the records reach them one answer sooner
+                await asyncio.sleep(0)
+            return info
+        await self.await_high_watermark(p, info.last_offset + 1, timeout_ms)
+        if len(p.isr) < p.config.min_insync_replicas:
+            raise NotEnoughReplicasAfterAppendError(
+                f"records were written to {tp[0]}-{tp[1]} but the ISR shrank below min.insync.replicas"
+            )
+        return info
+
+    async def _flush_through(self, p: Partition, offset: int) -> None:
+        """Group commit for ``flush.messages``: fsync (in a worker thread) through
+        ``offset``. An fsync covers every append made before it started, so appends that
+        arrive while one runs wait for it and then share the next one."""
+        log = p.log
+        while log.recovery_point < offset:
+            running = self._flushing.get(p.tp)
+            if running is not None:
+                await asyncio.shield(running)
+                continue
+            done = asyncio.get_running_loop().create_future()
+            self._flushing[p.tp] = done
+            try:
+                await run_blocking(log.flush)
+            finally:
+                del self._flushing[p.tp]
+                done.set_result(None)
+
+    async def await_high_watermark(self, p: Partition, target: int, timeout_ms: int) -> None:
+        """Until ``p``'s HW reaches ``target``, woken by HW moves; RequestTimedOutError after
+        ``timeout_ms``, NotLeaderOrFollowerError if ``p`` stops leading."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while p.high_watermark < target:
+            woken = await wait_on((p.data_waiters,), deadline - loop.time())
+            if not woken and p.high_watermark < target:
+                raise RequestTimedOutError(
+                    f"the records reached {p.tp[0]}-{p.tp[1]} but were not replicated to the ISR "
+                    f"within {timeout_ms} ms"
+                )
+            if not p.is_leader:
+                raise NotLeaderOrFollowerError(f"leadership of {p.tp[0]}-{p.tp[1]} moved during acks=all")
+
+    # --- fetch --------------------------------------------------------------------------
+
+    async def fetch(
+        self, tp: TopicPartition, offset: int, *, max_bytes: int, max_wait_ms: int,
+        up_to_hw: bool = True,
+    ) -> tuple[FetchData, Partition]:
+        """Read from the leader replica; if nothing is there, wait up to ``max_wait_ms``
+        for the HW (or LEO, for followers) to move, then read again."""
+        p = self.leader_partition(tp)
+        data = p.read(offset, max_bytes, up_to_hw=up_to_hw)
+        if data.data or max_wait_ms <= 0:
+            return data, p
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000
+        waiters = p.data_waiters if up_to_hw else p.leo_waiters
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return data, p
+            await wait_on((waiters,), remaining)
+            p = self.leader_partition(tp)
+            data = p.read(offset, max_bytes, up_to_hw=up_to_hw)
+            if data.data:
+                return data, p
+
+    # --- replication: the leader side ---------------------------------------------------
+
+    async def replica_fetch(self, req: ReplicaFetchRequest) -> list[ReplicaFetchResult]:
+        """One follower fetch over many partitions: answer at once when any partition has
+        data or an error, else wait (woken by appends) up to ``max_wait_ms``."""
+        results = self._replica_read(req)
+        if req.max_wait_ms <= 0 or any(r.records or r.error_code or r.diverging_epoch
+                                       for r in results):
+            return results
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req.max_wait_ms / 1000
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return results
+            parts = [self.partitions.get(TopicPartition(q.topic, q.partition)) for q in req.partitions]
+            await wait_on([p.leo_waiters for p in parts if p is not None], remaining)
+            results = self._replica_read(req)
+            if any(r.records or r.error_code or r.diverging_epoch for r in results):
+                return results
+
+    def _replica_read(self, req: ReplicaFetchRequest) -> list[ReplicaFetchResult]:
+        budget = req.max_bytes
+        out = []
+        for q in req.partitions:
+            r = self._replica_read_one(req.replica_id, q.topic, q.partition, q.fetch_offset,
+                                       q.leader_epoch, q.last_fetched_epoch, min(q.max_bytes, budget))
+            budget = max(1, budget - len(r.records))
+            out.append(r)
+        return out
+
+    def _replica_read_one(self, replica_id: int, topic: str, partition: int, fetch_offset: int,
+                          leader_epoch: int, last_fetched_epoch: int, max_bytes: int) -> ReplicaFetchResult:
+        p = self.partitions.get(TopicPartition(topic, partition))
+        if p is None:
+            return ReplicaFetchResult(topic, partition, UnknownTopicOrPartitionError.error_code)
+        lso, leo = p.log.log_start_offset, p.log.log_end_offset
+        code = p.check_fetch_epoch(leader_epoch)
+        if code:
+            return ReplicaFetchResult(topic, partition, code, p.high_watermark, lso, leo)
+        diverging = p.diverging_epoch(fetch_offset, last_fetched_epoch)
+        if diverging is not None:
+            return ReplicaFetchResult(topic, partition, 0, p.high_watermark, lso, leo, diverging)
+        if fetch_offset > leo or fetch_offset < lso:
+            return ReplicaFetchResult(topic, partition, OffsetOutOfRangeError.error_code,
+                                      p.high_watermark, lso, leo)
+        p.update_follower(replica_id, fetch_offset)
+        self._maybe_expand_isr(p, replica_id)
+        data = p.read(fetch_offset, max_bytes, up_to_hw=False)
+        return ReplicaFetchResult(topic, partition, 0, p.high_watermark, lso, leo,
+                                  None, bytes(data.data))
+
+    def _maybe_expand_isr(self, p: Partition, replica_id: int) -> None:
+        if p.isr_change_in_flight or not p.isr_candidate(replica_id, alive=self.is_alive(replica_id)):
+            return
+        new_isr = tuple(r for r in p.replicas if r in p.isr or r == replica_id)
+        self._spawn_isr_change(p, new_isr, "expand")
+
+    def maybe_shrink_isrs(self, max_lag_ms: int) -> None:
+        """Drop followers that have not caught up within ``max_lag_ms`` (leader side)."""
+        for p in list(self.partitions.values()):
+            if p.isr_change_in_flight:
+                continue
+            out = p.out_of_sync_replicas(max_lag_ms)
+            if out:
+                new_isr = tuple(r for r in p.isr if r not in out)
+                self._spawn_isr_change(p, new_isr, "shrink")
+
+    def _spawn_isr_change(self, p: Partition, new_isr: tuple[int, ...], why: str) -> None:
+        if self.isr_store is None:
+            return
+        p.isr_change_in_flight = True
+        task = asyncio.get_running_loop().create_task(self._alter_isr(p, new_isr, why))
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+
+    async def _alter_isr(self, p: Partition, new_isr: tuple[int, ...], why: str) -> None:
+        """Write (leader, epoch unchanged, new ISR) at the zkVersion we know; on a lost
+        race re-read: still leader in the same epoch -> retry once with the new version,
+        else leave it to the metadata event that follows."""
+        store = self.isr_store
+        assert store is not None
+        try:
+            for _ in range(2):
+                if not p.is_leader or self.partitions.get(p.tp) is not p:
+                    return
+                state = PartitionState(leader=self.broker_id, leader_epoch=p.leader_epoch,
+                                       isr=new_isr, controller_epoch=p.controller_epoch)
+                try:
+                    stored = await store.update_partition_state(
+                        p.tp.topic, p.tp.partition, state, expected_version=p.partition_version)
+                except BadVersionError:
+                    current = (await store.get_partition_states(p.tp.topic)).get(p.tp.partition)
+                    if current is None or current.leader != self.broker_id or \
+                            current.leader_epoch != p.leader_epoch:
+                        return
+                    p.partition_version, p.controller_epoch = current.version, current.controller_epoch
+                    continue
+                log.info("%s-%d: ISR %s: %s -> %s", *p.tp, why, p.isr, new_isr)
+                if why == "shrink":
+                    self.isr_shrinks += 1
+                else:
+                    self.isr_expands += 1
+                p.partition_version = max(p.partition_version, stored.version)
+                p.make_leader(leader_epoch=p.leader_epoch, isr=new_isr, replicas=p.replicas)
+                return
+        except (FranzError, BrokerNotAvailableError) as exc:
+            log.warning("%s-%d: ISR %s to %s failed: %s", *p.tp, why, new_isr, exc)
+        finally:
+            p.isr_change_in_flight = False

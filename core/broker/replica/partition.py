@@ -1,0 +1,261 @@
+"""One partition's replica on this broker: its log, its role, the ISR and the HW.
+
+Lifecycle: created by the ReplicaManager when the metadata says this broker hosts a
+replica; ``make_leader`` / ``make_follower`` apply a (leader, leader_epoch, isr)
+decision whose epoch is newer than the one held. The leader tracks every follower's
+log end offset (its fetch offset) and last caught-up time; the high watermark is the
+minimum LEO over the ISR (never below the current HW) and is not advanced while the ISR
+is smaller than ``min.insync.replicas`` (Kafka 3.7+, KIP-966). Consumers see offsets
+below the HW only.
+
+Not thread-safe: all calls come from the event loop. Log writes happen inline (page
+cache); fsync is done elsewhere (LogManager flush, off the loop).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from core.broker.controller.leader_election import (
+    can_join_isr,
+    is_out_of_sync,
+    next_last_caught_up_ms,
+)
+from core.broker.errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+)
+from core.broker.replica.delayed import WaitSet
+from core.broker.types import PartitionOffsets, TopicPartition
+from core.clock import Clock
+from core.storage.config import LogConfig
+from core.storage.errors import OffsetOutOfRangeError
+from core.storage.log import AppendInfo, FetchData, PartitionLog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class FollowerState:
+    """What the leader knows about one follower replica (Kafka's ReplicaState)."""
+
+    log_end_offset: int = 0
+    last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = 0
+    last_fetch_ms: int = 0
+
+    def is_caught_up(self, leader_leo: int, now_ms: int, max_lag_ms: int) -> bool:
+        return self.log_end_offset >= leader_leo or now_ms - self.last_caught_up_ms <= max_lag_ms
+
+
+class Partition:
+    """A replica of ``tp`` hosted here; leader or follower."""
+
+    def __init__(
+        self, tp: TopicPartition, plog: PartitionLog, *, broker_id: int, clock: Clock,
+        high_watermark: int = 0,
+    ) -> None:
+        self.tp = tp
+        self.log = plog
+        self.broker_id = broker_id
+        self._clock = clock
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.followers: dict[int, FollowerState] = {}
+        self.controller_epoch = 0
+        self.partition_version = 0  # zkVersion of the state this replica last applied
+        self.isr_change_in_flight = False
+        self.high_watermark = min(max(high_watermark, plog.log_start_offset), plog.log_end_offset)
+        self.data_waiters = WaitSet()  # woken when the HW moves (new data for consumers)
+        self.leo_waiters = WaitSet()  # woken on every append (followers read up to LEO)
+
+    # --- role -------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    @property
+    def config(self) -> LogConfig:
+        return self.log.config
+
+    def make_leader(self, *, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...]) -> bool:
+        """Become leader for ``leader_epoch``; False if the epoch is not newer. The same
+        epoch again (an ISR change, or a re-read of the metadata) only updates the ISR and
+        replica set and keeps what is known about the followers."""
+        if leader_epoch < self.leader_epoch:
+            return False
+        now = self._clock.now_ms()
+        if self.is_leader and leader_epoch == self.leader_epoch:
+            if isr != self.isr:
+                log.info("%s-%d: ISR %s -> %s (epoch %d)", *self.tp, self.isr, isr, leader_epoch)
+            self.replicas, self.isr = replicas, isr
+            self.followers = {r: self.followers.get(r) or FollowerState()
+                              for r in replicas if r != self.broker_id}
+            self.maybe_increment_high_watermark()
+            return True
+        was = (self.leader_id, self.leader_epoch, self.isr)
+        self.leader_id, self.leader_epoch = self.broker_id, leader_epoch
+        self.replicas, self.isr = replicas, isr
+        leo = self.log.log_end_offset
+        self.log.leader_epoch_cache.assign(leader_epoch, leo)
+        self.followers = {
+            r: FollowerState(last_caught_up_ms=now if r in isr else 0)
+            for r in replicas if r != self.broker_id
+        }
+        log.info("%s-%d: leader now (leader, epoch, isr) %s -> %s", *self.tp, was,
+                 (self.leader_id, leader_epoch, isr))
+        self.maybe_increment_high_watermark()
+        return True
+
+    def make_follower(self, *, leader: int, leader_epoch: int, isr: tuple[int, ...],
+                      replicas: tuple[int, ...]) -> bool:
+        if leader_epoch < self.leader_epoch:
+            return False
+        if (leader, leader_epoch) != (self.leader_id, self.leader_epoch):
+            log.info("%s-%d: follower of %d now (epoch %d -> %d)", *self.tp, leader,
+                     self.leader_epoch, leader_epoch)
+        self.leader_id, self.leader_epoch = leader, leader_epoch
+        self.replicas, self.isr = replicas, isr
+        self.followers = {}
+        self.data_waiters.notify()
+        self.leo_waiters.notify()
+        return True
+
+    # --- the leader's view of its followers (kafka-internals 2.1, 2.3) -------------------
+
+    def check_fetch_epoch(self, leader_epoch: int) -> int:
+        """0, or the Kafka error code for a follower fetch carrying ``leader_epoch``."""
+        if not self.is_leader:
+            return NotLeaderOrFollowerError.error_code
+        if leader_epoch < self.leader_epoch:
+            return FencedLeaderEpochError.error_code
+        if leader_epoch > self.leader_epoch:
+            return UnknownLeaderEpochError.error_code
+        return 0
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        """(epoch, end offset) when the follower's log diverged from ours (KIP-320 fetch)."""
+        if last_fetched_epoch < 0 or fetch_offset == 0:
+            return None
+        epoch, end = self.log.leader_epoch_cache.end_offset_for(last_fetched_epoch,
+                                                                self.log.log_end_offset)
+        if end < fetch_offset or epoch < last_fetched_epoch:
+            return epoch, end
+        return None
+
+    def update_follower(self, replica_id: int, fetch_offset: int) -> None:
+        """A fetch from ``replica_id`` at ``fetch_offset`` proves it holds everything below."""
+        st = self.followers.get(replica_id)
+        if st is None:
+            return
+        now, leo = self._clock.now_ms(), self.log.log_end_offset
+        st.last_caught_up_ms = next_last_caught_up_ms(
+            fetch_offset=fetch_offset, leader_leo=leo, prev_fetch_leader_leo=st.last_fetch_leader_leo,
+            now_ms=now, prev_fetch_ms=st.last_fetch_ms, last_caught_up_ms=st.last_caught_up_ms)
+        st.log_end_offset = fetch_offset
+        st.last_fetch_leader_leo, st.last_fetch_ms = leo, now
+        if replica_id in self.isr:
+            self.maybe_increment_high_watermark()
+
+    def isr_candidate(self, replica_id: int, *, alive: bool) -> bool:
+        """Whether ``replica_id`` (not in the ISR) may join it now."""
+        st = self.followers.get(replica_id)
+        if st is None or replica_id in self.isr or not self.is_leader:
+            return False
+        entries = self.log.leader_epoch_cache.entries
+        epoch_start = next((o for e, o in reversed(entries) if e == self.leader_epoch), 0)
+        return can_join_isr(follower_leo=st.log_end_offset, high_watermark=self.high_watermark,
+                            leader_epoch_start=epoch_start, alive=alive)
+
+    def out_of_sync_replicas(self, max_lag_ms: int) -> tuple[int, ...]:
+        if not self.is_leader:
+            return ()
+        now, leo = self._clock.now_ms(), self.log.log_end_offset
+        return tuple(r for r in self.isr if r != self.broker_id and r in self.followers and
+                     is_out_of_sync(follower_leo=self.followers[r].log_end_offset, leader_leo=leo,
+                                    last_caught_up_ms=self.followers[r].last_caught_up_ms,
+                                    now_ms=now, max_lag_ms=max_lag_ms))
+
+    # --- follower path ----------------------------------------------------------------
+
+    def append_as_follower(self, data: bytes, *, leader_hw: int, leader_log_start: int) -> None:
+        """Append fetched batches as they are; HW = min(leader HW, own LEO)."""
+        if data:
+            self.log.append_as_follower(data)
+            self.leo_waiters.notify()
+        self.follow_leader_offsets(leader_hw=leader_hw, leader_log_start=leader_log_start)
+
+    def follow_leader_offsets(self, *, leader_hw: int, leader_log_start: int) -> None:
+        leo = self.log.log_end_offset
+        if 0 <= leader_log_start <= leo:
+            self.log.maybe_increment_log_start_offset(leader_log_start)
+        new_hw = min(leader_hw, leo)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            self.data_waiters.notify()
+
+    # --- leader path ------------------------------------------------------------------
+
+    def append_as_leader(self, data: bytearray, *, required_acks: int,
+                         flush_inline: bool = True) -> AppendInfo:
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {self.tp[0]}-{self.tp[1]}")
+        min_isr = self.config.min_insync_replicas
+        if required_acks == -1 and len(self.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"the in-sync replica set of {self.tp[0]}-{self.tp[1]} has {len(self.isr)} member(s), "
+                f"below min.insync.replicas={min_isr}"
+            )
+        info = self.log.append_as_leader(data, leader_epoch=self.leader_epoch,
+                                         flush_inline=flush_inline)
+        self.leo_waiters.notify()
+        self.maybe_increment_high_watermark()
+        return info
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = min LEO over the ISR (leader included); moves forward only."""
+        if not self.is_leader:
+            return False
+        if len(self.isr) < self.config.min_insync_replicas and len(self.replicas) > 1:
+            return False
+        new_hw = self.log.log_end_offset
+        for r in self.isr:
+            if r != self.broker_id:
+                st = self.followers.get(r)
+                new_hw = min(new_hw, st.log_end_offset if st else 0)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            self.data_waiters.notify()
+            return True
+        return False
+
+    def read(self, offset: int, max_bytes: int, *, up_to_hw: bool = True) -> FetchData:
+        """Whole batches from ``offset``, below the HW (consumers) or the LEO (followers).
+        As in Kafka, the valid range ends at the LEO for both: an offset between the HW
+        and the LEO (a new leader whose HW has not caught up with its log yet) reads
+        nothing, it is not out of range."""
+        leo = self.log.log_end_offset
+        if offset > leo or offset < self.log.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.tp[0]}-{self.tp[1]}: "
+                f"valid offsets are {self.log.log_start_offset}..{leo}"
+            )
+        limit = self.high_watermark if up_to_hw else leo
+        if offset >= limit:
+            return FetchData(b"", offset, offset)
+        return self.log.read(offset, max_bytes, max_offset=limit)
+
+    def offsets(self) -> PartitionOffsets:
+        return PartitionOffsets(
+            self.log.log_start_offset, self.high_watermark, self.log.log_end_offset
+        )
+
+    def truncate_to(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
