@@ -3,11 +3,13 @@
 The one difference between standalone and cluster (design.md section 1) is the metadata
 store: ``zookeeper.connect`` set -> ``ZkMetadataStore`` (Kafka's znode layout; brokers
 learn leadership changes from its watches), else the embedded SQLite store in the data
-dir. Everything else, including the HTTP client to other brokers, is the same.
+dir. Everything else, including the HTTP client to other brokers, is the same; the
+broker's own parts are wired in ``core.broker.assembly``.
 """
 
 from __future__ import annotations
 
+from core.broker.assembly import open_broker
 from core.broker.broker import Broker
 from core.broker.cluster.client import HttpClusterClient
 from core.broker.config import BrokerConfig
@@ -28,7 +30,9 @@ def build_store(config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> Metadat
     return EmbeddedMetadataStore(url, clock=clock)
 
 
-def build_broker(config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> Broker:
+async def build_broker(config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> Broker:
+    """A broker over ``config`` with its logs loaded, not started yet."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
     client = HttpClusterClient(timeout_s=config["replica.socket.timeout.ms"] / 1000)
-    return Broker(config, build_store(config, clock=clock), clock=clock, cluster_client=client)
+    return await open_broker(config, build_store(config, clock=clock), clock=clock,
+                             cluster_client=client)

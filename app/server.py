@@ -37,7 +37,7 @@ class _Server(uvicorn.Server):
 
 
 async def serve(config: BrokerConfig) -> None:
-    broker = build_broker(config)
+    broker = await build_broker(config)
     await broker.start()
     try:
         app = create_app(broker)

@@ -16,7 +16,6 @@ from starlette.responses import Response
 from api.deps import broker_of
 from core.broker.cluster.client import encode_fetch
 from core.broker.replica.fetch_wire import decode_request, encode_response
-from core.broker.types import TopicPartition
 from core.errors import FranzError
 
 router = APIRouter(prefix="/internal/v1", include_in_schema=False)
@@ -37,7 +36,7 @@ async def replica_fetch(request: Request) -> Response:
     except ValueError as exc:
         return Response(orjson.dumps({"kafka_error_code": 42, "message": str(exc)}),
                         status_code=400, media_type="application/json")
-    results = await broker._rm.replica_fetch(req)
+    results = await broker.replica_fetch(req)
     return Response(encode_response(results), media_type=OCTET)
 
 
@@ -47,8 +46,8 @@ async def append(request: Request, topic: str, partition: int, acks: int = 1,
     broker = broker_of(request)
     data = bytearray(await request.body())
     try:
-        info = await broker._rm.append(TopicPartition(topic, partition), data, acks=acks,
-                                       timeout_ms=timeout_ms)
+        info = await broker.local_append(topic, partition, data, acks=acks,
+                                         timeout_ms=timeout_ms)
     except FranzError as exc:
         return _error(exc)
     return Response(orjson.dumps({
@@ -63,18 +62,18 @@ async def fetch(request: Request, topic: str, partition: int, offset: int,
                 max_bytes: int = Query(1048576, ge=1), max_wait_ms: int = Query(0, ge=0)) -> Response:
     broker = broker_of(request)
     try:
-        data, p = await broker._rm.fetch(TopicPartition(topic, partition), offset,
-                                         max_bytes=max_bytes, max_wait_ms=max_wait_ms)
+        data, offs = await broker.local_fetch(topic, partition, offset, max_bytes=max_bytes,
+                                              max_wait_ms=max_wait_ms)
     except FranzError as exc:
         return _error(exc)
-    return Response(encode_fetch(data, p.offsets()), media_type=OCTET)
+    return Response(encode_fetch(data, offs), media_type=OCTET)
 
 
 @router.get("/offsets")
 async def offsets(request: Request, topic: str, partition: int) -> Response:
     broker = broker_of(request)
     try:
-        offs = broker._rm.leader_partition(TopicPartition(topic, partition)).offsets()
+        offs = broker.local_offsets(topic, partition)
     except FranzError as exc:
         return _error(exc)
     return Response(orjson.dumps({"log_start_offset": offs.log_start_offset,
@@ -91,23 +90,15 @@ async def replicas(request: Request) -> Response:
             "leader_epoch": p.leader_epoch, "isr": list(p.isr),
             "high_watermark": p.high_watermark, "log_start_offset": p.log.log_start_offset,
             "log_end_offset": p.log.log_end_offset}
-           for tp, p in sorted(broker._rm.partitions.items())]
+           for tp, p in broker.local_replicas()]
     return Response(orjson.dumps(out), media_type="application/json")
 
 
 @router.post("/controlled_shutdown")
 async def controlled_shutdown(request: Request, broker_id: int) -> Response:
     broker = broker_of(request)
-    if not broker.controller.is_active:
-        return _error(_not_controller(broker.broker_id))
     try:
-        remaining = await broker.controller.controlled_shutdown(broker_id)
+        remaining = await broker.controlled_shutdown_of(broker_id)
     except FranzError as exc:
         return _error(exc)
     return Response(orjson.dumps({"remaining": remaining}), media_type="application/json")
-
-
-def _not_controller(broker_id: int) -> FranzError:
-    from core.broker.errors import NotControllerError  # noqa: PLC0415
-
-    return NotControllerError(f"broker {broker_id} is not the controller")

@@ -40,7 +40,6 @@ from api.v2.consumer_records import (
     render_until_bad_json,
 )
 from api.v2.embedded import cached_binary_fragments
-from core.broker.replica.batch_cache import CACHE
 from core.broker.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -145,10 +144,9 @@ async def _read_binary(
     """The binary format from per-batch JSON renderings (each batch decoded and
     rendered once while it stays in ``core.broker.replica.batch_cache``, then sliced); the same
     answer as ``Broker.fetch`` + ``render_records``."""
-    data, _p = await broker.fetch_raw(topic, partition, offset, max_bytes=max_bytes,
-                                      max_wait_ms=timeout)
-    # no await inside: the same instant as the fetch's return, as in Broker.fetch
-    offsets = await broker.partition_offsets(topic, partition)
+    got = await broker.fetch_raw(topic, partition, offset, max_bytes=max_bytes,
+                                 max_wait_ms=timeout)
+    data, offsets = got.data, got.offsets
     hw = offsets.high_watermark
     body, n, last = b"[]", 0, -1
     if data.data:
@@ -156,7 +154,7 @@ async def _read_binary(
         parts: list[bytes] = []
         extend = parts.extend
         left = count if count is not None else 1 << 62
-        for batch, lo, hi in CACHE.chunks(topic, partition, data.data, min_offset=offset,
+        for batch, lo, hi in broker.batches.chunks(topic, partition, data.data, min_offset=offset,
                                           max_offset=hw):
             hi = min(hi, lo + left)
             frags = cached_binary_fragments(topic, partition, batch)

@@ -25,10 +25,10 @@ from api.v3.models import (
     KafkaConsumerGroupList,
     KafkaConsumerList,
 )
-from core.broker.broker import OFFSETS_TOPIC
 from core.broker.consumer.manager import GroupDescription
 from core.broker.errors import UnknownTopicError
 from core.broker.group.group import MemberDescription
+from core.broker.types import OFFSETS_TOPIC
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",

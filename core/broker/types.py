@@ -9,6 +9,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 from core.errors import FranzError
 from core.storage.records import Record
 
+#: The internal topic of consumer-group offsets and membership (Kafka's name).
+OFFSETS_TOPIC = "__consumer_offsets"
+#: Kafka's internal topics: never produced to by clients, never created by them.
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+
+
+def is_internal_topic(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
 
 class TopicPartition(NamedTuple):
     topic: str

@@ -478,7 +478,6 @@ def describe_configs(
 # --- topic names -------------------------------------------------------------------
 
 MAX_TOPIC_NAME_LENGTH = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def topic_name_problem(name: str) -> str | None:
@@ -511,7 +510,3 @@ def topic_collides(a: str, b: str) -> bool:
     """True when the names are equal once '.' and '_' are unified (Kafka's metric names
     cannot tell them apart); identical names count as colliding, as in Kafka."""
     return a.replace(".", "_") == b.replace(".", "_")
-
-
-def is_internal_topic(name: str) -> bool:
-    return name in INTERNAL_TOPICS

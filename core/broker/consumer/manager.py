@@ -84,7 +84,6 @@ class ConsumerManager:
         config: Any = None,
         clock: Clock = SYSTEM_CLOCK,
         assignor: str | None = None,
-        coordinator: GroupCoordinator | None = None,
     ) -> None:
         self.backend = backend
         self.clock = clock
@@ -96,13 +95,13 @@ class ConsumerManager:
             raise ValueError(
                 f"unknown partition assignor {assignor!r} (known: {sorted(ASSIGNORS)})"
             )
-        self.coordinator = coordinator or GroupCoordinator(
+        self.coordinator = GroupCoordinator(
             backend,
             clock=clock,
             assignor=assignor,
             offset_metadata_max_bytes=int(_setting(config, "offset.metadata.max.bytes")),
+            listener=self,
         )
-        self.coordinator.listener = self
         self._tasks: list[asyncio.Task[None]] = []
         self._refresh: asyncio.Task[None] | None = None
         self._refresh_again = False

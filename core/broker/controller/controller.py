@@ -101,18 +101,22 @@ def new_topic_id() -> str:
 class Controller:
     """Topic and leadership decisions; active only on the elected broker."""
 
-    def __init__(self, broker_id: int, store: MetadataStore, *, delete_topic_enable: bool = True) -> None:
+    def __init__(self, broker_id: int, store: MetadataStore, *, delete_topic_enable: bool = True,
+                 unclean_default: bool = False, auto_rebalance: bool = True,
+                 imbalance_check_interval_s: float = 300.0, imbalance_pct: int = 10) -> None:
+        """``unclean_default``: the broker default of unclean.leader.election.enable;
+        ``auto_rebalance``, ``imbalance_*``: auto.leader.rebalance.enable,
+        leader.imbalance.check.interval.seconds, leader.imbalance.per.broker.percentage."""
         self.broker_id = broker_id
         self.store = store
         self.epoch: int | None = None
         self.known_epoch = 0  # the latest controller epoch seen (for unfenced admin writes)
         self.delete_topic_enable = delete_topic_enable
-        self.unclean_default = False  # broker default of unclean.leader.election.enable
+        self.unclean_default = unclean_default
         self.shutting_down: set[int] = set()  # brokers in controlled shutdown
-        # auto.leader.rebalance.enable and friends (set by the broker from its config)
-        self.auto_rebalance = True
-        self.imbalance_check_interval_s = 300.0
-        self.imbalance_pct = 10
+        self.auto_rebalance = auto_rebalance
+        self.imbalance_check_interval_s = imbalance_check_interval_s
+        self.imbalance_pct = imbalance_pct
         self._rebalancer: asyncio.Task[None] | None = None
         self._reassigning = False  # a reassignment request is pending (re-check on changes)
         self._work = asyncio.Lock()

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from core.broker.errors import RequestTimedOutError, UnknownTopicOrPartitionError
+from core.broker.cluster.router import Router
+from core.broker.errors import RequestTimedOutError
+from core.broker.metadata.cache import MetadataCache
+from core.broker.replica.batch_cache import BatchCache
 from core.broker.replica.delayed import DataWatch
-from core.broker.types import FetchResult, PartitionOffsets, TopicPartition
+from core.broker.replica.manager import ReplicaManager
+from core.broker.types import OFFSETS_TOPIC, FetchResult, PartitionOffsets, TopicPartition
 from core.storage.records import Record
 
-if TYPE_CHECKING:  # the broker imports this module; no runtime cycle
-    from core.broker.broker import Broker
-
-OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size
 LOAD_HW_WAIT_MS = 10_000  # how long a load waits for the HW to reach the log end
 
@@ -58,7 +58,7 @@ class GroupBackend(Protocol):
         self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
         decode: bool = True,
     ) -> FetchResult:
-        """``Broker.fetch``: records from ``offset`` below the HW, at least one if any is
+        """Records from ``offset`` below the HW, at least one if any is
         there even above ``max_bytes``; waits up to ``max_wait_ms`` for data. With
         ``decode=False`` a result whose records carry ``chunks`` may leave them
         undecoded (``core.broker.replica.batch_cache.FetchedRecords``)."""
@@ -80,29 +80,29 @@ class GroupBackend(Protocol):
         ...
 
 
-class BrokerGroupBackend:
-    """:class:`GroupBackend` over a running :class:`Broker` (its public surface only)."""
+class ReplicaGroupBackend:
+    """:class:`GroupBackend` over the replica manager, the router and the metadata cache.
+    ``offsets_topic_partitions``: offsets.topic.num.partitions; ``commit_timeout_ms``:
+    offsets.commit.timeout.ms (the acks=all wait of a commit)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-        self.offsets_topic_partitions = int(broker.config["offsets.topic.num.partitions"])
-        self._commit_timeout_ms = int(broker.config["offsets.commit.timeout.ms"])
+    def __init__(self, replicas: ReplicaManager, router: Router, cache: MetadataCache,
+                 batches: BatchCache, *, offsets_topic_partitions: int,
+                 commit_timeout_ms: int) -> None:
+        self._replicas = replicas
+        self._router = router
+        self._cache = cache
+        self._batches = batches
+        self.offsets_topic_partitions = offsets_topic_partitions
+        self._commit_timeout_ms = commit_timeout_ms
 
     async def append_offsets(self, partition: int, batch: bytes) -> int:
-        rm = self._broker.replica_manager
-        assert rm is not None, "broker not started"
-        info = await rm.append(
-            TopicPartition(OFFSETS_TOPIC, partition),
-            bytearray(batch),
-            acks=-1,
-            timeout_ms=self._commit_timeout_ms,
-        )
+        info = await self._replicas.append(
+            TopicPartition(OFFSETS_TOPIC, partition), bytearray(batch), acks=-1,
+            timeout_ms=self._commit_timeout_ms)
         return int(info.first_offset)
 
     async def read_offsets(self, partition: int) -> AsyncIterator[Record]:
-        b = self._broker
-        rm = b.replica_manager
-        assert rm is not None, "broker not started"
+        rm = self._replicas
         # A new leader's log may end above its high watermark with commits that were
         # acknowledged by the old leader: wait (bounded) until the HW reaches the log end
         # it has now, as followers fetch, so the last commits are loaded (Kafka loads up
@@ -110,41 +110,44 @@ class BrokerGroupBackend:
         p = rm.leader_partition(TopicPartition(OFFSETS_TOPIC, partition))
         with contextlib.suppress(RequestTimedOutError):
             await rm.await_high_watermark(p, p.log.log_end_offset, LOAD_HW_WAIT_MS)
-        offsets = await b.partition_offsets(OFFSETS_TOPIC, partition)
+        offsets = await self.partition_offsets(OFFSETS_TOPIC, partition)
         offset = offsets.log_start_offset
         while offset < offsets.high_watermark:
-            res = await b.fetch(OFFSETS_TOPIC, partition, offset, max_bytes=LOAD_BUFFER_BYTES)
+            res = await self.fetch(OFFSETS_TOPIC, partition, offset, max_bytes=LOAD_BUFFER_BYTES,
+                                   max_wait_ms=0)
             for record in res.records:
                 yield record
             if res.next_offset <= offset:
                 break
             offset = res.next_offset
-            offsets = await b.partition_offsets(OFFSETS_TOPIC, partition)
+            offsets = await self.partition_offsets(OFFSETS_TOPIC, partition)
 
     async def list_topics(self) -> list[str]:
-        return await self._broker.list_topics()
+        return sorted(self._cache.topics)
 
     async def partition_count(self, topic: str) -> int | None:
-        with contextlib.suppress(UnknownTopicOrPartitionError):
-            return len((await self._broker.describe_topic(topic)).partitions)
-        return None
+        meta = self._cache.topic(topic)
+        return None if meta is None else meta.num_partitions
 
     async def fetch(
         self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
         decode: bool = True,
     ) -> FetchResult:
-        return await self._broker.fetch(
-            topic, partition, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms,
-            decode=decode,
-        )
+        tp = self._cache.existing_partition(topic, partition)
+        got = await self._router.fetch(tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
+        return self._batches.fetch_result(
+            topic, partition, offset, got.data, high_watermark=got.offsets.high_watermark,
+            log_start_offset=got.offsets.log_start_offset, decode=decode)
 
     def data_watch(self, topic: str, partition: int) -> DataWatch | None:
-        return self._broker.data_watch(topic, partition)
+        return self._replicas.data_watch(TopicPartition(topic, partition))
 
     async def offset_for_timestamp(
         self, topic: str, partition: int, timestamp_ms: int
     ) -> int | None:
-        return await self._broker.offset_for_timestamp(topic, partition, timestamp_ms)
+        tp = self._cache.existing_partition(topic, partition)
+        return await self._replicas.offset_for_timestamp(tp, timestamp_ms)
 
     async def partition_offsets(self, topic: str, partition: int) -> PartitionOffsets:
-        return await self._broker.partition_offsets(topic, partition)
+        return await self._router.partition_offsets(
+            self._cache.existing_partition(topic, partition))

@@ -8,8 +8,7 @@ from collections.abc import Iterable
 
 from core.broker.errors import UnknownTopicOrPartitionError
 from core.broker.group.backend import GroupBackend
-from core.broker.types import TopicPartition
-from core.storage.config import is_internal_topic
+from core.broker.types import TopicPartition, is_internal_topic
 
 
 def match_topics(pattern: str, topics: Iterable[str]) -> tuple[str, ...]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from core.broker.errors import UnknownPartitionError, UnknownTopicError
 from core.broker.metadata.store import BrokerRegistration, PartitionState, TopicAssignment
+from core.broker.types import TopicPartition
 from core.storage.config import LogConfig
 
 
@@ -32,6 +34,19 @@ class MetadataCache:
     def topic(self, name: str) -> TopicMetadata | None:
         return self.topics.get(name)
 
+    def existing_topic(self, name: str) -> TopicMetadata:
+        """The topic's metadata; UnknownTopicError when there is no such topic."""
+        meta = self.topics.get(name)
+        if meta is None:
+            raise UnknownTopicError(f"Topic '{name}' not found.")
+        return meta
+
+    def existing_partition(self, topic: str, partition: int) -> TopicPartition:
+        """``TopicPartition`` of an existing partition (UnknownTopic/PartitionError)."""
+        if partition not in self.existing_topic(topic).assignment.partitions:
+            raise UnknownPartitionError(f"Partition {partition} of topic '{topic}' not found.")
+        return TopicPartition(topic, partition)
+
     def put_topic(self, name: str, meta: TopicMetadata) -> None:
         self.topics[name] = meta
 
@@ -40,3 +55,18 @@ class MetadataCache:
 
     def set_brokers(self, regs: Mapping[int, BrokerRegistration]) -> None:
         self.brokers = dict(regs)
+
+    def is_live(self, broker_id: int) -> bool:
+        """``broker_id`` is registered (its session is alive)."""
+        return broker_id in self.brokers
+
+    def address_of(self, broker_id: int) -> tuple[str, int] | None:
+        """Host and port of a live broker, None for one not registered."""
+        reg = self.brokers.get(broker_id)
+        return None if reg is None else (reg.host, reg.port)
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """The leader the metadata names for a partition; -1 when none or unknown."""
+        meta = self.topics.get(topic)
+        state = None if meta is None else meta.states.get(partition)
+        return -1 if state is None else state.leader

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from itertools import repeat
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from core.broker.errors import UnknownPartitionError
 from core.broker.metadata.cache import TopicMetadata
@@ -26,18 +26,47 @@ from core.storage.errors import MessageTooLargeError
 from core.storage.log import AppendInfo
 from core.storage.records import build_batch_from_columns, build_batch_from_tuples
 
-AppendFn = Callable[[TopicPartition, bytearray, int, int], Awaitable[AppendInfo]]
-
 T = TypeVar("T")
-_unkeyed = UnkeyedPartitioner()
 # Upper bound of a record's framing inside a batch (length, attributes, deltas, key and
 # value lengths, header count), so size estimates never undershoot.
 _RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
 _HEADER_OVERHEAD = 10
 
 
+class AppendTarget(Protocol):
+    """Where a partition's batches go (``core.broker.cluster.router.Router``)."""
+
+    async def append(self, tp: TopicPartition, data: bytearray, *, acks: int,
+                     timeout_ms: int) -> AppendInfo: ...
+
+
+class Producer:
+    """One broker's produce path. It keeps the round-robin state of unkeyed records per
+    topic (``UnkeyedPartitioner``), so two brokers in one process never share it."""
+
+    def __init__(self, target: AppendTarget, *,
+                 unkeyed: UnkeyedPartitioner | None = None) -> None:
+        self._target = target
+        self._unkeyed = unkeyed or UnkeyedPartitioner()
+
+    async def produce(
+        self, topic: str, meta: TopicMetadata, records: Sequence[ProduceRecord], *,
+        default_partition: int | None, acks: int, timeout_ms: int, now_ms: int,
+    ) -> ProduceResults:
+        """One result per record, in input order, as a ``ProduceResults`` (a read-only
+        sequence of RecordResult)."""
+        return await produce_to_topic(
+            self._target.append, self._unkeyed, topic, meta, records,
+            default_partition=default_partition, acks=acks, timeout_ms=timeout_ms,
+            now_ms=now_ms)
+
+
+AppendFn = Callable[..., Awaitable[AppendInfo]]  # Router.append's signature
+
+
 def choose_partitions(
-    topic: str, meta: TopicMetadata, records: Sequence[ProduceRecord], default_partition: int | None
+    unkeyed_partitioner: UnkeyedPartitioner, topic: str, meta: TopicMetadata,
+    records: Sequence[ProduceRecord], default_partition: int | None
 ) -> dict[int, list[int]]:
     """partition -> indexes of the records going there."""
     cols = ProduceColumns.of(records)
@@ -58,7 +87,7 @@ def choose_partitions(
                     p = hashed[key] = partition_for_key(key, n)
             else:
                 if unkeyed is None:
-                    unkeyed = _unkeyed.next_partition(topic, n)
+                    unkeyed = unkeyed_partitioner.next_partition(topic, n)
                 p = unkeyed
         elif p < 0 or p >= n:
             raise UnknownPartitionError(
@@ -72,7 +101,8 @@ def choose_partitions(
 
 
 def _choose_columns(
-    topic: str, meta: TopicMetadata, cols: ProduceColumns, default_partition: int | None
+    unkeyed: UnkeyedPartitioner, topic: str, meta: TopicMetadata, cols: ProduceColumns,
+    default_partition: int | None
 ) -> dict[int, Sequence[int]]:
     """``choose_partitions`` over columns; no per-record work when no record names a
     partition and either the request does or no record has a key."""
@@ -80,7 +110,7 @@ def _choose_columns(
     keyed = cols.keys is not None and any(k is not None for k in cols.keys)
     if cols.partitions is None and (default_partition is not None or not keyed):
         if default_partition is None:
-            p = _unkeyed.next_partition(topic, n)
+            p = unkeyed.next_partition(topic, n)
         elif 0 <= default_partition < n:
             p = default_partition
         else:
@@ -88,7 +118,8 @@ def _choose_columns(
                 f"Partition {default_partition} of topic '{topic}' not found: the topic has "
                 f"{n} partition(s)")
         return {p: range(len(cols))}
-    out: dict[int, Sequence[int]] = dict(choose_partitions(topic, meta, cols, default_partition))
+    out: dict[int, Sequence[int]] = dict(
+        choose_partitions(unkeyed, topic, meta, cols, default_partition))
     if len(out) == 1:
         (p,) = out
         out[p] = range(len(cols))
@@ -96,15 +127,15 @@ def _choose_columns(
 
 
 async def produce_to_topic(
-    append: AppendFn, topic: str, meta: TopicMetadata, records: Sequence[ProduceRecord], *,
+    append: AppendFn, unkeyed: UnkeyedPartitioner, topic: str, meta: TopicMetadata,
+    records: Sequence[ProduceRecord], *,
     default_partition: int | None, acks: int, timeout_ms: int, now_ms: int,
 ) -> ProduceResults:
-    """One result per record, in input order, as a ``ProduceResults`` (a read-only
-    sequence of RecordResult)."""
+    """``Producer.produce`` with its collaborators as arguments."""
     cols = ProduceColumns.of(records)
     if not len(cols):
         return ProduceResults(None, [], None)
-    by_partition = _choose_columns(topic, meta, cols, default_partition)
+    by_partition = _choose_columns(unkeyed, topic, meta, cols, default_partition)
     limit = meta.log_config.max_message_bytes
     jobs = [
         _produce_partition(append, TopicPartition(topic, p), idxs, cols,
@@ -225,7 +256,7 @@ async def _produce_partition(
                 for i in batch)
     order: Sequence[int] = batches[0] if len(batches) == 1 else [i for b in batches for i in b]
     try:
-        info = await append(tp, data, acks, timeout_ms)
+        info = await append(tp, data, acks=acks, timeout_ms=timeout_ms)
     except FranzError as exc:
         for i in order:
             result.errors[i] = exc

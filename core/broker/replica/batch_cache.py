@@ -25,9 +25,11 @@ from itertools import accumulate
 from operator import attrgetter
 from typing import Any
 
+from core.broker.types import FetchResult
 from core.storage import codec, native
 from core.storage.batch import HEADER_SIZE, LOG_APPEND_TIME, BatchHeader, iter_batches
 from core.storage.errors import CorruptRecordError
+from core.storage.log import FetchData
 from core.storage.records import Record, decode_batch
 
 #: Estimated bytes of cached batches kept (raw bytes, renderings, decoded records).
@@ -101,6 +103,8 @@ Chunk = tuple[CachedBatch, int, int]
 
 
 class BatchCache:
+    """One broker's cache (the facade owns it). Event-loop only."""
+
     def __init__(self, max_bytes: int = MAX_BYTES) -> None:
         self.max_bytes = max_bytes
         self.nbytes = 0
@@ -140,6 +144,24 @@ class BatchCache:
             _k, old = lru.popitem(last=False)
             old.owner = None
             self.nbytes -= old.nbytes
+
+    def fetch_result(self, topic: str, partition: int, offset: int, data: FetchData, *,
+                     high_watermark: int, log_start_offset: int,
+                     decode: bool = True) -> FetchResult:
+        """The records of a fetch from ``offset`` (``data``: whole batches) below the HW
+        as a ``FetchResult`` whose records are ``FetchedRecords`` (left undecoded with
+        ``decode=False``)."""
+        records: list[Record] = []
+        next_offset = offset
+        if data.data:
+            fetched = records = FetchedRecords(
+                self.chunks(topic, partition, data.data, min_offset=offset,
+                            max_offset=high_watermark), decode=decode)
+            next_offset = fetched.next_offset or offset
+        if data.data and next_offset == offset:  # compacted gap: skip past the batches read
+            next_offset = max(offset, min(data.high_offset, high_watermark))
+        return FetchResult(topic, partition, high_watermark, log_start_offset, records,
+                           next_offset)
 
     def chunks(self, topic: str, partition: int, data: bytes | bytearray | memoryview, *,
                min_offset: int, max_offset: int | None) -> list[Chunk]:
@@ -192,14 +214,3 @@ class FetchedRecords(list[Record]):
         return batch.offsets[hi - 1] + 1
 
 
-#: The broker's cache (one event loop per process).
-CACHE = BatchCache()
-
-
-def fetched_records(topic: str, partition: int, data: bytes | bytearray | memoryview, *,
-                    min_offset: int, max_offset: int | None,
-                    decode: bool = True) -> FetchedRecords:
-    """``decode_records(data, min_offset=, max_offset=)`` through the cache (records
-    left undecoded with ``decode=False``: see ``FetchedRecords``)."""
-    return FetchedRecords(CACHE.chunks(topic, partition, data, min_offset=min_offset,
-                                       max_offset=max_offset), decode=decode)

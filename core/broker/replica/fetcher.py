@@ -1,6 +1,7 @@
 """Follower side of replication: one fetcher per source (leader) broker.
 
-``ReplicaFetcherManager`` listens to role changes of the ``ReplicaManager``: a
+``ReplicaFetcherManager`` hears of role changes from the ``ReplicaManager`` (which owns
+it): a
 partition that becomes a follower of broker L is handed to L's fetcher (and taken away
 from any other); one that becomes leader, goes offline or is stopped is removed.
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from core.broker.errors import (
@@ -39,7 +40,6 @@ from core.broker.replica.fetch_wire import (
     ReplicaFetchRequest,
     ReplicaFetchResult,
 )
-from core.broker.replica.manager import ReplicaManager
 from core.broker.replica.partition import Partition
 from core.broker.types import TopicPartition
 from core.errors import FranzError
@@ -58,15 +58,17 @@ class ReplicaFetchClient(Protocol):
 
 
 class ReplicaFetcherManager:
-    """Owns the fetchers of this broker. Lifecycle: role changes arrive through
-    ``on_role_change``; ``await stop()`` once."""
+    """Owns the fetchers of this broker. ``partitions`` is the replica manager's live map
+    of hosted replicas. Lifecycle: role changes arrive through ``on_role_change``;
+    ``await stop()`` once."""
 
-    def __init__(self, broker_id: int, rm: ReplicaManager, client: ReplicaFetchClient,
+    def __init__(self, broker_id: int, partitions: Mapping[TopicPartition, Partition],
+                 client: ReplicaFetchClient,
                  address_of: Callable[[int], Address | None], *, max_wait_ms: int = 500,
                  max_bytes: int = 1048576, response_max_bytes: int = 10485760,
                  backoff_ms: int = 1000) -> None:
         self.broker_id = broker_id
-        self.rm = rm
+        self.partitions = partitions
         self.client = client
         self.address_of = address_of
         self.max_wait_ms, self.max_bytes = max_wait_ms, max_bytes
@@ -78,7 +80,7 @@ class ReplicaFetcherManager:
         if self._stopped:
             return
         tp = p.tp
-        hosted = self.rm.partitions.get(tp) is p
+        hosted = self.partitions.get(tp) is p
         source = p.leader_id if hosted and not p.is_leader and p.leader_id >= 0 else None
         for sid, fetcher in list(self.fetchers.items()):
             if sid != source:
@@ -161,7 +163,7 @@ class ReplicaFetcher:
         backoff = 0
         for r in results:
             tp = TopicPartition(r.topic, r.partition)
-            p = self.m.rm.partitions.get(tp)
+            p = self.m.partitions.get(tp)
             if p is None or p.is_leader or p.leader_id != self.source or \
                     p.leader_epoch != epochs.get(tp) or tp not in self.partitions:
                 continue  # the partition moved while the fetch was in flight
@@ -172,7 +174,7 @@ class ReplicaFetcher:
     def _fetchable(self) -> list[tuple[TopicPartition, Partition]]:
         out = []
         for tp in sorted(self.partitions):
-            p = self.m.rm.partitions.get(tp)
+            p = self.m.partitions.get(tp)
             if p is not None and not p.is_leader and p.leader_id == self.source:
                 out.append((tp, p))
         return out

@@ -4,13 +4,20 @@ It applies leadership decisions from the metadata (``apply_partition_state``), a
 with ``acks`` 0/1/all and serves fetches with long-polling. acks=all parks the request
 until the high watermark passes the appended records (woken by HW moves) or the
 timeout; a fetch parks until the HW moves or its wait ends.
+
+It owns both sides of replication: as leader it serves follower fetches and expands and
+shrinks the ISR (written through ``IsrStore``, checked every ``lag_time_max_ms / 2``);
+as follower its ``ReplicaFetcherManager`` (when it has a fetch client: any broker that
+may have peers) fetches from the leaders.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from core.broker.errors import (
@@ -21,8 +28,9 @@ from core.broker.errors import (
     UnknownTopicOrPartitionError,
 )
 from core.broker.metadata.store import BadVersionError, PartitionState
-from core.broker.replica.delayed import wait_on
+from core.broker.replica.delayed import DataWatch, wait_on
 from core.broker.replica.fetch_wire import ReplicaFetchRequest, ReplicaFetchResult
+from core.broker.replica.fetcher import Address, ReplicaFetchClient, ReplicaFetcherManager
 from core.broker.replica.partition import Partition
 from core.broker.types import TopicPartition
 from core.clock import Clock
@@ -45,27 +53,87 @@ class IsrStore(Protocol):
     ) -> PartitionState: ...
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicationSettings:
+    """Kafka's replica.* broker properties, as the replica manager uses them."""
+
+    lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
+    fetch_wait_max_ms: int = 500  # replica.fetch.wait.max.ms
+    fetch_max_bytes: int = 1_048_576  # replica.fetch.max.bytes
+    fetch_response_max_bytes: int = 10_485_760  # replica.fetch.response.max.bytes
+    fetch_backoff_ms: int = 1_000  # replica.fetch.backoff.ms
+
+
+def _always_alive(_broker_id: int) -> bool:
+    return True
+
+
 class ReplicaManager:
-    """Owns the ``Partition`` objects of this broker. Event-loop only."""
+    """Owns the ``Partition`` objects of this broker. Lifecycle: construct, ``start()``
+    (the ISR shrink check), ``await stop()`` (the check and the fetchers). Event-loop only.
+
+    ``isr_store`` is where ISR changes are written (None: never changed, as in unit
+    tests), ``is_alive`` says whether a broker is registered, ``fetch_client`` and
+    ``address_of`` reach the leaders a follower fetches from (None: no fetcher runs)."""
 
     def __init__(self, broker_id: int, log_manager: LogManager, clock: Clock,
-                 high_watermarks: dict[tuple[str, int], int] | None = None) -> None:
+                 high_watermarks: Mapping[tuple[str, int], int] | None = None, *,
+                 isr_store: IsrStore | None = None,
+                 is_alive: Callable[[int], bool] = _always_alive,
+                 fetch_client: ReplicaFetchClient | None = None,
+                 address_of: Callable[[int], Address | None] | None = None,
+                 settings: ReplicationSettings = ReplicationSettings()) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self._clock = clock
         self.partitions: dict[TopicPartition, Partition] = {}
         self._checkpointed_hw = dict(high_watermarks or {})
-        # Cluster wiring, set by the broker: who to tell about role changes (the replica
-        # fetchers), where ISR changes are written, and which brokers are alive.
-        self.role_listeners: list[Callable[[Partition], None]] = []
-        self.isr_store: IsrStore | None = None
-        self.is_alive: Callable[[int], bool] = lambda _broker_id: True
+        self.isr_store = isr_store
+        self.is_alive = is_alive
+        self.settings = settings
+        self.fetchers: ReplicaFetcherManager | None = None
+        if fetch_client is not None and address_of is not None:
+            self.fetchers = ReplicaFetcherManager(
+                broker_id, self.partitions, fetch_client, address_of,
+                max_wait_ms=settings.fetch_wait_max_ms, max_bytes=settings.fetch_max_bytes,
+                response_max_bytes=settings.fetch_response_max_bytes,
+                backoff_ms=settings.fetch_backoff_ms)
+        self._shrink_task: asyncio.Task[None] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
         self._flushing: dict[TopicPartition, asyncio.Future[None]] = {}  # group commit
         # ISR changes written by this broker as leader (Kafka's IsrShrinksPerSec /
         # IsrExpandsPerSec; api.metrics exports them as counters).
         self.isr_shrinks = 0
         self.isr_expands = 0
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the ISR shrink check (every ``lag_time_max_ms / 2``)."""
+        if self._shrink_task is None:
+            self._shrink_task = asyncio.get_running_loop().create_task(self._shrink_loop())
+
+    async def stop(self) -> None:
+        task, self._shrink_task = self._shrink_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.fetchers is not None:
+            await self.fetchers.stop()
+
+    async def _shrink_loop(self) -> None:
+        lag_ms = self.settings.lag_time_max_ms
+        while True:
+            await asyncio.sleep(max(lag_ms, 2) / 2000)
+            try:
+                self.maybe_shrink_isrs(lag_ms)
+            except Exception:
+                log.exception("ISR shrink check failed")
+
+    def _role_changed(self, p: Partition) -> None:
+        if self.fetchers is not None:
+            self.fetchers.on_role_change(p)
 
     # --- hosting ------------------------------------------------------------------------
 
@@ -103,8 +171,7 @@ class ReplicaManager:
                                       isr=state.isr, replicas=replicas)
         if applied and state.version >= p.partition_version:
             p.partition_version, p.controller_epoch = state.version, state.controller_epoch
-        for listener in self.role_listeners:
-            listener(p)
+        self._role_changed(p)
         return p
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -118,8 +185,7 @@ class ReplicaManager:
             p.leader_id = -1
             p.data_waiters.notify()
             p.leo_waiters.notify()
-            for listener in self.role_listeners:
-                listener(p)
+            self._role_changed(p)
         if delete and self.log_manager.get_log(tp.topic, tp.partition) is not None:
             self.log_manager.delete_log(tp.topic, tp.partition)
 
@@ -133,8 +199,7 @@ class ReplicaManager:
                 p.make_follower(leader=-1, leader_epoch=p.leader_epoch, isr=p.isr,
                                 replicas=p.replicas)
                 fenced += 1
-                for listener in self.role_listeners:
-                    listener(p)
+                self._role_changed(p)
         if fenced:
             log.warning("broker %d stopped leading %d partition(s) until it re-syncs with "
                         "ZooKeeper", self.broker_id, fenced)
@@ -244,6 +309,27 @@ class ReplicaManager:
             data = p.read(offset, max_bytes, up_to_hw=up_to_hw)
             if data.data:
                 return data, p
+
+    def data_watch(self, tp: TopicPartition) -> DataWatch | None:
+        """What a reader about to wait on ``tp`` parks on, when this broker leads it;
+        None otherwise (reads of it long-poll the leader)."""
+        p = self.partitions.get(tp)
+        if p is None or not p.is_leader:
+            return None
+        return DataWatch(p.data_waiters, p.high_watermark)
+
+    async def offset_for_timestamp(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
+        """The first offset below the HW whose timestamp >= ``timestamp_ms`` (-1: the HW,
+        -2: the log start), None when there is none; this broker must lead ``tp``."""
+        p = self.leader_partition(tp)
+        if timestamp_ms == -1:
+            return p.high_watermark
+        if timestamp_ms == -2:
+            return p.log.log_start_offset
+        found = await run_blocking(p.log.offset_for_timestamp, timestamp_ms)
+        if found is None or found[0] >= p.high_watermark:
+            return None
+        return found[0]
 
     # --- replication: the leader side ---------------------------------------------------
 

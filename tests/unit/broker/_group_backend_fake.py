@@ -21,9 +21,8 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from core.broker.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
-from core.broker.group.backend import OFFSETS_TOPIC
 from core.broker.replica.delayed import DataWatch, WaitSet
-from core.broker.types import FetchResult, PartitionOffsets
+from core.broker.types import OFFSETS_TOPIC, FetchResult, PartitionOffsets
 from core.clock import Clock, ManualClock
 from core.storage.config import LogConfig
 from core.storage.log import PartitionLog

@@ -23,14 +23,14 @@ from core.broker.types import ProduceRecord, TopicPartition
 from core.storage.errors import InvalidConfigError, InvalidTopicError, MessageTooLargeError
 
 
-def _broker(data_dir: Path, **props: object) -> Broker:
+async def _broker(data_dir: Path, **props: object) -> Broker:
     overrides = {"log.dirs": str(data_dir), "offsets.topic.num.partitions": 4, **props}
-    return build_broker(load_config(overrides=overrides, environ={}))
+    return await build_broker(load_config(overrides=overrides, environ={}))
 
 
 @pytest.fixture
 async def broker(tmp_path: Path):
-    b = _broker(tmp_path / "data")
+    b = await _broker(tmp_path / "data")
     await b.start()
     yield b
     await b.stop()
@@ -76,7 +76,7 @@ async def test_explicit_partition_honoured_and_bad_partition_rejected(broker: Br
 
 
 async def test_oversized_record_fails_alone_and_batches_split(tmp_path: Path) -> None:
-    b = _broker(tmp_path / "d")
+    b = await _broker(tmp_path / "d")
     await b.start()
     try:
         await b.create_topic("t", partitions=1, configs={"max.message.bytes": "2000"})
@@ -116,7 +116,7 @@ async def test_long_poll_times_out_empty(broker: Broker) -> None:
 
 
 async def test_unknown_topic_without_auto_create(tmp_path: Path) -> None:
-    b = _broker(tmp_path / "d", **{"auto.create.topics.enable": "false"})
+    b = await _broker(tmp_path / "d", **{"auto.create.topics.enable": "false"})
     await b.start()
     try:
         with pytest.raises(UnknownTopicError):
@@ -128,7 +128,7 @@ async def test_unknown_topic_without_auto_create(tmp_path: Path) -> None:
 
 
 async def test_auto_create_uses_num_partitions(tmp_path: Path) -> None:
-    b = _broker(tmp_path / "d", **{"num.partitions": "3"})
+    b = await _broker(tmp_path / "d", **{"num.partitions": "3"})
     await b.start()
     try:
         await b.produce("auto", [ProduceRecord(b"v")])
@@ -159,13 +159,13 @@ async def test_topic_admin_errors(broker: Broker) -> None:
 
 
 async def test_data_and_topics_survive_restart(tmp_path: Path) -> None:
-    b = _broker(tmp_path / "d")
+    b = await _broker(tmp_path / "d")
     await b.start()
     await b.create_topic("t", partitions=2, configs={"retention.ms": "1000000"})
     await b.produce("t", [ProduceRecord(f"{i}".encode(), partition=i % 2) for i in range(10)])
     await b.stop()
 
-    b2 = _broker(tmp_path / "d")
+    b2 = await _broker(tmp_path / "d")
     await b2.start()
     try:
         info = await b2.describe_topic("t")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.broker.admin.topic_stats import BrokerTopicStats, TopicCounters
+from core.broker.cluster.topic_stats import BrokerTopicStats, TopicCounters
 from core.storage.log import FetchData
 
 

@@ -16,7 +16,6 @@ from core.storage.config import (
     LogConfig,
     describe_configs,
     format_value,
-    is_internal_topic,
     topic_collides,
     validate_topic_configs,
     validate_topic_name,
@@ -402,9 +401,3 @@ def test_dot_and_underscore_collide() -> None:
     assert topic_collides("a.b_c", "a_b.c")
     assert not topic_collides("metrics.cpu", "metrics-cpu")
     assert not topic_collides("ab", "a_b")
-
-
-def test_internal_topics() -> None:
-    assert is_internal_topic("__consumer_offsets")
-    assert is_internal_topic("__transaction_state")
-    assert not is_internal_topic("consumer_offsets")

@@ -1,10 +1,10 @@
 """Per-topic traffic counters of one broker, Kafka's ``BrokerTopicStats``: records and
 bytes appended for producers and returned to readers, as plain integers.
 
-The broker bumps them on its client paths: ``Broker._append`` after a produce batch is
-written (records and bytes of the batch), ``Broker.fetch_raw`` after a read (bytes of
-the batches returned, records between the requested offset and the end of what a
-reader may see). Replication traffic (followers' fetches, appends forwarded from
+The router bumps them on the client paths: ``Router.append`` after a produce batch is
+written (records and bytes of the batch), ``Router.fetch`` after a read (bytes of the
+batches returned, records between the requested offset and the end of what a reader
+may see). Replication traffic (followers' fetches, appends forwarded from
 another broker, the group coordinator's writes) goes to the replica manager directly and
 is not counted, so every client request is counted once, by the broker that served it.
 Reads of internal topics (the coordinator loading ``__consumer_offsets``) are left out.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.storage.config import is_internal_topic
+from core.broker.types import is_internal_topic
 from core.storage.log import FetchData
 
 

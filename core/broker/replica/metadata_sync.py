@@ -1,0 +1,76 @@
+"""Bringing this broker in line with the metadata store: the cache and the local replicas.
+
+Kafka's brokers apply the controller's LeaderAndIsr requests; franz brokers read the
+store when it announces a change (``MetadataEvent``) and apply what they find: the
+topic's assignment, partition states (leader, epoch, ISR) and configs go to the
+``MetadataCache``, and every partition with a replica here takes its role in the
+``ReplicaManager`` (created, made leader or follower, or stopped and deleted). Syncs of
+one topic are serialized, so an older read never overwrites a newer one. Event-loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from core.broker.metadata.cache import MetadataCache, TopicMetadata
+from core.broker.metadata.store import MetadataStore
+from core.broker.replica.manager import ReplicaManager
+from core.broker.types import TopicPartition
+from core.storage.config import LogConfig
+
+
+class MetadataSync:
+    """``log_defaults``: the broker's log properties (the defaults of topic configs)."""
+
+    def __init__(self, store: MetadataStore, cache: MetadataCache, replicas: ReplicaManager,
+                 log_defaults: Mapping[str, str]) -> None:
+        self._store = store
+        self._cache = cache
+        self._replicas = replicas
+        self._log_defaults = log_defaults
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def refresh_brokers(self) -> None:
+        regs = await self._store.live_brokers()
+        self._cache.set_brokers({r.broker_id: r for r in regs})
+
+    async def sync_all(self) -> None:
+        """The live brokers and every topic (at start, and after a new ZooKeeper
+        session, where it gives back leadership fenced meanwhile)."""
+        await self.refresh_brokers()
+        for name in await self._store.topic_names():
+            await self.sync_topic(name)
+
+    async def sync_cached(self) -> None:
+        """Every topic the cache knows (after the controller elected leaders)."""
+        for name in list(self._cache.topics):
+            await self.sync_topic(name)
+
+    async def sync_topic(self, name: str) -> TopicMetadata | None:
+        """Bring the cache and the local replicas of ``name`` in line with the store."""
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            rm = self._replicas
+            assignment = await self._store.get_topic(name)
+            if assignment is None:
+                self._cache.remove_topic(name)
+                for tp in [tp for tp in rm.partitions if tp.topic == name]:
+                    rm.stop_replica(tp, delete=True)
+                return None
+            configs = await self._store.get_topic_configs(name)
+            states = await self._store.get_partition_states(name)
+            log_config = LogConfig.from_overrides(configs, self._log_defaults)
+            meta = TopicMetadata(assignment, states, configs, log_config)
+            rm.update_config(name, log_config)
+            for p, replicas in assignment.partitions.items():
+                state = states.get(p)
+                if state is not None:
+                    rm.apply_partition_state(TopicPartition(name, p), state, replicas, log_config)
+            self._cache.put_topic(name, meta)
+            return meta
+
+    def delete_stray_logs(self) -> None:
+        """Delete local logs no assignment gives this broker (see ReplicaManager)."""
+        self._replicas.delete_stray_logs({n: m.assignment.partitions
+                                          for n, m in self._cache.topics.items()})
