@@ -20,11 +20,11 @@ from typing import Any
 
 import orjson
 
+from api import native_render as native
 from api.content_types import EmbeddedFormat
 from api.errors import ApiError, ErrorCode
 from core.broker.replica.batch_cache import CachedBatch
 from core.broker.types import ProduceColumns
-from core.storage import native
 from core.storage.records import Record
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")

@@ -1,242 +1,13 @@
-/* core.storage._native: the per-record loop of the hot read path, in C.
+/* core.storage._native: per-record loops of Kafka's record format, in C.
  *
- * render_records(records, count, base_offset, base_timestamp, log_append_time,
- *                head, mid) -> list[bytes] | None
+ * record_sizes(records, count) -> list[int]: cumulative key + value sizes of a batch's
+ * records (how reads cut at max_bytes) without decoding them.
+ * encode_records(values, keys) -> bytes: the records section of a batch with one
+ * timestamp and no headers (the produce path's common case).
  *
- * Walks the (uncompressed) records section of a v2 record batch and writes every
- * record through a JSON template given by the caller:
- *
- *   head  KEY  ,"value":  VALUE  mid  OFFSET  ,"timestamp":  TS
- *   ,"timestamp_type":"CreateTime|LogAppendTime","headers":[]}
- *
- * KEY / VALUE are `null` or the standard padded base64 of the bytes in quotes.
- * OFFSET is base_offset + the record's offset delta; TS the base timestamp + its
- * delta, or log_append_time for every record when that is not None.
- *
- * Returns None when a record carries headers (the caller's general path renders
- * those); raises ValueError on a records section that does not parse (bounds are
- * checked on every read: bad bytes never read past the buffer).
- *
- * Record layout (Kafka's DefaultRecord): length varint, attributes int8,
- * timestampDelta varlong, offsetDelta varint, keyLength varint, key, valueLength
- * varint, value, header count varint, headers. Varints are zigzag-encoded.
+ * Kafka format only: JSON rendering lives in api._render.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
-
-static const char B64[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static const char VALUE_SEP[] = ",\"value\":";
-static const char TS_SEP[] = ",\"timestamp\":";
-static const char CREATE_TAIL[] = ",\"timestamp_type\":\"CreateTime\",\"headers\":[]}";
-static const char APPEND_TAIL[] = ",\"timestamp_type\":\"LogAppendTime\",\"headers\":[]}";
-
-typedef struct {
-    const unsigned char *p;
-    const unsigned char *end;
-} Reader;
-
-/* zigzag varint (up to 64 bits); 0 on success, -1 on a truncated or overlong one */
-static int read_varlong(Reader *r, int64_t *out) {
-    uint64_t v = 0;
-    int shift = 0;
-    while (r->p < r->end) {
-        unsigned char b = *r->p++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-            return 0;
-        }
-        shift += 7;
-        if (shift > 63) return -1;
-    }
-    return -1;
-}
-
-static Py_ssize_t b64_len(Py_ssize_t n) { return ((n + 2) / 3) * 4; }
-
-static char *b64_write(char *o, const unsigned char *s, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    for (; i + 2 < n; i += 3) {
-        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
-        o[0] = B64[v >> 18];
-        o[1] = B64[(v >> 12) & 63];
-        o[2] = B64[(v >> 6) & 63];
-        o[3] = B64[v & 63];
-        o += 4;
-    }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)s[i] << 16;
-        o[0] = B64[v >> 18];
-        o[1] = B64[(v >> 12) & 63];
-        o[2] = '=';
-        o[3] = '=';
-        o += 4;
-    } else if (n - i == 2) {
-        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8);
-        o[0] = B64[v >> 18];
-        o[1] = B64[(v >> 12) & 63];
-        o[2] = B64[(v >> 6) & 63];
-        o[3] = '=';
-        o += 4;
-    }
-    return o;
-}
-
-/* decimal text of v into buf (at least 21 bytes); returns its length */
-static int format_int(char *buf, int64_t v) {
-    char tmp[21];
-    int n = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    int len = 0;
-    if (v < 0) buf[len++] = '-';
-    while (n) buf[len++] = tmp[--n];
-    return len;
-}
-
-/* one bytes field (length, data): -1 length = null */
-typedef struct {
-    const unsigned char *data;
-    int64_t len;
-} Field;
-
-static int read_field(Reader *r, Field *f) {
-    if (read_varlong(r, &f->len) < 0) return -1;
-    if (f->len < -1) return -1;
-    if (f->len == -1) {
-        f->data = NULL;
-        return 0;
-    }
-    if (f->len > r->end - r->p) return -1;
-    f->data = r->p;
-    r->p += f->len;
-    return 0;
-}
-
-static Py_ssize_t field_json_len(const Field *f) {
-    return f->data == NULL ? 4 : b64_len((Py_ssize_t)f->len) + 2;
-}
-
-static char *field_json_write(char *o, const Field *f) {
-    if (f->data == NULL) {
-        memcpy(o, "null", 4);
-        return o + 4;
-    }
-    *o++ = '"';
-    o = b64_write(o, f->data, (Py_ssize_t)f->len);
-    *o++ = '"';
-    return o;
-}
-
-static PyObject *bad(const char *what, Py_ssize_t index) {
-    PyErr_Format(PyExc_ValueError, "record %zd of the batch: %s", index, what);
-    return NULL;
-}
-
-static PyObject *render_records(PyObject *self, PyObject *args) {
-    Py_buffer records, head, mid;
-    Py_ssize_t count;
-    long long base_offset, base_timestamp;
-    PyObject *log_append_time;
-    if (!PyArg_ParseTuple(args, "y*nLLOy*y*", &records, &count, &base_offset, &base_timestamp,
-                          &log_append_time, &head, &mid))
-        return NULL;
-    PyObject *out = NULL;
-    int append_time = log_append_time != Py_None;
-    long long lat = 0;
-    if (append_time) {
-        lat = PyLong_AsLongLong(log_append_time);
-        if (lat == -1 && PyErr_Occurred()) goto done;
-    }
-    if (count < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative record count");
-        goto done;
-    }
-    const char *tail = append_time ? APPEND_TAIL : CREATE_TAIL;
-    Py_ssize_t tail_len = (Py_ssize_t)strlen(tail);
-    Py_ssize_t fixed = head.len + (Py_ssize_t)(sizeof(VALUE_SEP) - 1) + mid.len +
-                       (Py_ssize_t)(sizeof(TS_SEP) - 1) + tail_len;
-    out = PyList_New(count);
-    if (out == NULL) goto done;
-    Reader r = {(const unsigned char *)records.buf,
-                (const unsigned char *)records.buf + records.len};
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t length, ts_delta, off_delta, n_headers;
-        if (read_varlong(&r, &length) < 0 || length < 0 || length > r.end - r.p) {
-            Py_CLEAR(out);
-            bad("bad record length", i);
-            goto done;
-        }
-        Reader rec = {r.p, r.p + length};
-        r.p += length;
-        Field key, value;
-        if (rec.p >= rec.end) {
-            Py_CLEAR(out);
-            bad("empty record", i);
-            goto done;
-        }
-        rec.p++; /* attributes: unused in v2 records */
-        if (read_varlong(&rec, &ts_delta) < 0 || read_varlong(&rec, &off_delta) < 0 ||
-            read_field(&rec, &key) < 0 || read_field(&rec, &value) < 0 ||
-            read_varlong(&rec, &n_headers) < 0) {
-            Py_CLEAR(out);
-            bad("truncated record", i);
-            goto done;
-        }
-        if (n_headers != 0) { /* the general path renders headers */
-            Py_CLEAR(out);
-            out = Py_NewRef(Py_None);
-            goto done;
-        }
-        if (rec.p != rec.end) {
-            Py_CLEAR(out);
-            bad("record length does not match its fields", i);
-            goto done;
-        }
-        char off_text[21], ts_text[21];
-        int off_len = format_int(off_text, (int64_t)base_offset + off_delta);
-        int ts_len = format_int(ts_text, append_time ? lat : (int64_t)base_timestamp + ts_delta);
-        Py_ssize_t size = fixed + field_json_len(&key) + field_json_len(&value) + off_len + ts_len;
-        PyObject *frag = PyBytes_FromStringAndSize(NULL, size);
-        if (frag == NULL) {
-            Py_CLEAR(out);
-            goto done;
-        }
-        char *o = PyBytes_AS_STRING(frag);
-        memcpy(o, head.buf, head.len);
-        o += head.len;
-        o = field_json_write(o, &key);
-        memcpy(o, VALUE_SEP, sizeof(VALUE_SEP) - 1);
-        o += sizeof(VALUE_SEP) - 1;
-        o = field_json_write(o, &value);
-        memcpy(o, mid.buf, mid.len);
-        o += mid.len;
-        memcpy(o, off_text, off_len);
-        o += off_len;
-        memcpy(o, TS_SEP, sizeof(TS_SEP) - 1);
-        o += sizeof(TS_SEP) - 1;
-        memcpy(o, ts_text, ts_len);
-        o += ts_len;
-        memcpy(o, tail, tail_len);
-        PyList_SET_ITEM(out, i, frag);
-    }
-    if (r.p != r.end) {
-        Py_CLEAR(out);
-        PyErr_SetString(PyExc_ValueError, "bytes left after the batch's last record");
-    }
-done:
-    PyBuffer_Release(&records);
-    PyBuffer_Release(&head);
-    PyBuffer_Release(&mid);
-    return out;
-}
+#include "_kafka_records.h"
 
 /* record_sizes(records, count) -> list[int]: s[i] = key + value bytes of the first i
  * records (count + 1 items; a null counts 0). Headers are skipped, not parsed. */
@@ -289,76 +60,6 @@ done:
     return out;
 }
 
-/* b64decode_list(items) -> list[bytes] | None: each item, a str of canonical standard
- * base64 (length a multiple of 4, alphabet A-Z a-z 0-9 + /, at most two '=' at the end,
- * zero padding bits), decoded. None as soon as an item is anything else: the caller's
- * general path then decides and names the bad item. */
-static signed char B64_VALUE[256];
-
-static void init_b64_values(void) {
-    memset(B64_VALUE, -1, sizeof(B64_VALUE));
-    for (int i = 0; i < 64; i++) B64_VALUE[(unsigned char)B64[i]] = (signed char)i;
-}
-
-static PyObject *decode_one(PyObject *item) {
-    if (!PyUnicode_CheckExact(item) || !PyUnicode_IS_COMPACT_ASCII(item)) return NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(item);
-    const unsigned char *s = (const unsigned char *)PyUnicode_DATA(item);
-    if (n % 4) return NULL;
-    Py_ssize_t pad = 0;
-    if (n && s[n - 1] == '=') pad = (n >= 2 && s[n - 2] == '=') ? 2 : 1;
-    Py_ssize_t out_len = n / 4 * 3 - pad;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, out_len);
-    if (out == NULL) return NULL;
-    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
-    Py_ssize_t full = pad ? n - 4 : n;
-    for (Py_ssize_t i = 0; i < full; i += 4) {
-        int a = B64_VALUE[s[i]], b = B64_VALUE[s[i + 1]], c = B64_VALUE[s[i + 2]],
-            d = B64_VALUE[s[i + 3]];
-        if ((a | b | c | d) < 0) goto reject;
-        uint32_t v = ((uint32_t)a << 18) | ((uint32_t)b << 12) | ((uint32_t)c << 6) | (uint32_t)d;
-        *o++ = (unsigned char)(v >> 16);
-        *o++ = (unsigned char)(v >> 8);
-        *o++ = (unsigned char)v;
-    }
-    if (pad) {
-        const unsigned char *q = s + n - 4;
-        int a = B64_VALUE[q[0]], b = B64_VALUE[q[1]];
-        int c = pad == 1 ? B64_VALUE[q[2]] : 0;
-        if ((a | b | c) < 0) goto reject;
-        uint32_t v = ((uint32_t)a << 18) | ((uint32_t)b << 12) | ((uint32_t)c << 6);
-        if (pad == 2 ? (v & 0xffff) : (v & 0xff)) goto reject; /* non-zero padding bits */
-        *o++ = (unsigned char)(v >> 16);
-        if (pad == 1) *o++ = (unsigned char)(v >> 8);
-    }
-    return out;
-reject:
-    Py_DECREF(out);
-    return NULL;
-}
-
-static PyObject *b64decode_list(PyObject *self, PyObject *arg) {
-    (void)self;
-    if (!PyList_CheckExact(arg)) Py_RETURN_NONE;
-    Py_ssize_t n = PyList_GET_SIZE(arg);
-    PyObject *out = PyList_New(n);
-    if (out == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *b = decode_one(PyList_GET_ITEM(arg, i));
-        if (b == NULL) {
-            Py_DECREF(out);
-            if (PyErr_Occurred()) return NULL; /* out of memory */
-            Py_RETURN_NONE;
-        }
-        PyList_SET_ITEM(out, i, b);
-    }
-    return out;
-}
-
-/* encode_records(values, keys) -> bytes: the records section of a v2 batch for
- * len(values) records with offset deltas 0..n-1, timestamp delta 0, attributes 0 and
- * no headers. values: list of bytes or None; keys: None (all null) or a list of the
- * same length. TypeError on anything else. */
 static Py_ssize_t varint_size(int64_t v) {
     uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
     Py_ssize_t n = 1;
@@ -447,25 +148,15 @@ static PyMethodDef methods[] = {
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(values, keys) -> bytes: a v2 batch's records section (offset deltas "
      "0..n-1, timestamp delta 0, no headers)."},
-    {"b64decode_list", b64decode_list, METH_O,
-     "b64decode_list(items) -> list[bytes] | None: canonical standard base64 strings "
-     "decoded; None if any item is not one."},
     {"record_sizes", record_sizes, METH_VARARGS,
      "record_sizes(records, count) -> list[int]: cumulative key + value bytes of a v2 "
      "batch's records (count + 1 items)."},
-    {"render_records", render_records, METH_VARARGS,
-     "render_records(records, count, base_offset, base_timestamp, log_append_time, head, "
-     "mid) -> list[bytes] | None: JSON fragments of a v2 batch's records (see the module "
-     "source)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "core.storage._native",
-    "The per-record loop of the hot read path, in C (see core.storage.native).", -1, methods,
+    "Per-record loops of Kafka's record format, in C (see core.storage.native).", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__native(void) {
-    init_b64_values();
-    return PyModule_Create(&module);
-}
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

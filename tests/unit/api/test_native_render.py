@@ -1,4 +1,4 @@
-"""The C accelerator (core.storage._native) writes exactly the bytes of the Python path
+"""The C accelerators (api._render, core.storage._native) write exactly the bytes of the Python path
 (``binary_fragments``) for every batch shape it accepts, declines batches with headers,
 counts record sizes as the Python path does, and turns any garbage into
 CorruptRecordError without reading past the buffer."""
@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api import native_render
 from api.v2.embedded import _native_template, binary_fragments, render_binary
 from core.storage import codec, native
 from core.storage.batch import HEADER_SIZE, parse_header, set_log_append_time
@@ -20,7 +21,8 @@ from core.storage.batch_rewrite import filter_batch
 from core.storage.errors import CorruptRecordError
 from core.storage.records import NewRecord, build_batch, decode_batch
 
-pytestmark = pytest.mark.skipif(not native.AVAILABLE, reason="C extension not built")
+pytestmark = pytest.mark.skipif(not (native.AVAILABLE and native_render.AVAILABLE),
+                                reason="C extensions not built")
 
 TOPIC, PARTITION = 't"%s\\x\u00e9\n', 7
 
@@ -32,7 +34,7 @@ def _python(raw: bytes) -> list[bytes]:
 
 
 def _c(raw: bytes) -> list[bytes] | None:
-    return native.render_batch(raw, *_native_template(TOPIC, PARTITION))
+    return native_render.render_batch(raw, *_native_template(TOPIC, PARTITION))
 
 
 records = st.lists(
@@ -102,7 +104,7 @@ def test_garbage_never_crashes() -> None:
         except CorruptRecordError:
             pass
         try:
-            out = native.render_batch(bytes(bad), *_native_template(TOPIC, PARTITION),
+            out = native_render.render_batch(bytes(bad), *_native_template(TOPIC, PARTITION),
                                       header=parse_header(good))
         except CorruptRecordError:
             outcomes["error"] += 1
@@ -115,16 +117,16 @@ def test_garbage_never_crashes() -> None:
 @given(st.lists(st.binary(max_size=40), max_size=20))
 def test_b64decode_list_decodes_what_b64encode_wrote(values: list[bytes]) -> None:
     texts = [binascii.b2a_base64(v, newline=False).decode() for v in values]
-    assert native.b64decode_list(texts) == values
+    assert native_render.b64decode_list(texts) == values
 
 
 @settings(max_examples=1000, deadline=None)
 @given(st.lists(st.text(alphabet="AQgw+/=aZ09é \n-_", max_size=12), min_size=1, max_size=4))
 def test_b64decode_list_accepts_only_what_strict_python_accepts(texts: list[str]) -> None:
-    got = native.b64decode_list(texts)
+    got = native_render.b64decode_list(texts)
     if got is not None:  # C said yes: Python's strict decoder agrees, byte for byte
         assert got == [binascii.a2b_base64(t, strict_mode=True) for t in texts]
-    assert native.b64decode_list([*texts, 5]) is None  # a non-str declines the column
+    assert native_render.b64decode_list([*texts, 5]) is None  # a non-str declines the column
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,0 +1,52 @@
+"""The C accelerator of the API's hot paths, when it was built (``api/_render.c``).
+
+``render_batch`` walks the records of one whole v2 batch in C and writes each through
+a JSON template the caller gives (the binary embedded format): no record objects, no
+per-record Python. ``b64decode_list`` decodes the base64 columns of a produce request
+in one call. Both answer None when the extension is missing (installed without a C
+compiler) or the input is outside their fast case; callers then take their pure-Python
+path, which gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from core.storage.batch import LOG_APPEND_TIME, BatchHeader, parse_header
+from core.storage.errors import CorruptRecordError
+from core.storage.native import records_section
+
+try:
+    from api import _render
+except ImportError:  # built without a C compiler: callers use their Python path
+    _render = None  # type: ignore[assignment]
+
+AVAILABLE = _render is not None
+
+
+def b64decode_list(items: list[object]) -> list[bytes] | None:
+    """Each item, a ``str`` of canonical standard base64 (padded, zero padding bits),
+    decoded: what ``binascii.a2b_base64(item, strict_mode=True)`` gives for such text.
+    None when the extension is not built or any item is something else (the caller's
+    general path then decides, and names the bad item)."""
+    return None if _render is None else _render.b64decode_list(items)
+
+
+def render_batch(raw: bytes, head: bytes, mid: bytes,
+                 header: BatchHeader | None = None) -> list[bytes] | None:
+    """One JSON fragment per record of the batch ``raw``:
+
+    ``head KEY ,"value": VALUE mid OFFSET ,"timestamp": TS ,"timestamp_type":"T","headers":[]}``
+
+    KEY and VALUE are ``null`` or the quoted padded standard base64 of the bytes; TS is
+    the batch's max timestamp for every record of a LogAppendTime batch. None when the
+    extension is not built or a record has headers; CorruptRecordError when the batch
+    does not parse."""
+    if _render is None:
+        return None
+    h = header if header is not None else parse_header(raw, 0)
+    body = records_section(raw, h)
+    lat = h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME else None
+    try:
+        return _render.render_records(body, h.records_count, h.base_offset, h.base_timestamp,
+                                      lat, head, mid)
+    except ValueError as exc:
+        raise CorruptRecordError(f"cannot decode record batch: {exc}") from exc
