@@ -25,6 +25,7 @@ from api.hot_routes import HotRoutesMiddleware, hot_routes
 from api.internal.routes import replica_fetch
 from api.metrics import install_metrics
 from api.openapi import install_openapi
+from api.render_cache import RenderCache
 from api.responses import KafkaV2Response
 from api.v2.consumer_records import read_records
 from api.v2.produce import produce_to_partition, produce_to_topic
@@ -67,6 +68,7 @@ def create_app(broker: Broker) -> FastAPI:
         **NO_OPENTELEMETRY,
     )
     app.state.broker = broker
+    app.state.render_cache = RenderCache()  # binary renderings of fetched batches
     install_error_handlers(app)
     app.include_router(v2.router)
     app.include_router(v3.router)

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from fastapi import Request
 
+from api.render_cache import RenderCache
+
 if TYPE_CHECKING:
     from core.broker.broker import Broker
     from core.broker.consumer.manager import ConsumerManager
@@ -19,3 +21,8 @@ def broker_of(request: Request) -> Broker:
 def consumers_of(request: Request) -> ConsumerManager:
     manager: ConsumerManager = request.app.state.broker.consumers
     return manager
+
+
+def render_cache_of(request: Request) -> RenderCache:
+    cache: RenderCache = request.app.state.render_cache
+    return cache

@@ -24,7 +24,7 @@ from starlette.responses import Response
 from typing_extensions import TypedDict
 
 from api.content_types import EmbeddedFormat, records_format
-from api.deps import consumers_of
+from api.deps import consumers_of, render_cache_of
 from api.errors import ApiError, ErrorCode
 from api.openapi import errors, records_ok
 from api.v2.body import optional_int, param_doc, query
@@ -32,7 +32,6 @@ from api.v2.consumers import INSTANCE
 from api.v2.embedded import (
     NotJsonError,
     Polled,
-    render_binary_bytes,
     render_binary_chunks,
     render_records,
 )
@@ -140,14 +139,10 @@ async def read_records(group: str, instance: str, request: Request) -> Response:
     fmt, media = records_format(request.headers.get("accept"), instance_format(info))
     binary = fmt is EmbeddedFormat.BINARY
     polled = await consumers.poll(
-        group, instance, timeout_ms=_positive(timeout), max_bytes=_positive(max_bytes),
-        decode=not binary,  # binary answers come from per-batch renderings (chunks)
-    )
-    if binary:  # any bytes embed as base64: straight to JSON bytes
-        chunks = getattr(polled, "chunks", None)
-        if chunks is not None:  # per-batch renderings, made once per cached batch
-            return Response(render_binary_chunks(chunks), media_type=media)
-        return Response(render_binary_bytes(polled), media_type=media)
+        group, instance, timeout_ms=_positive(timeout), max_bytes=_positive(max_bytes))
+    if binary:  # per-batch renderings, made once per fetched batch, then sliced
+        return Response(render_binary_chunks(render_cache_of(request), polled.chunks),
+                        media_type=media)
     rows, bad, first = render_until_bad_json(fmt, polled)
     if bad:
         await consumers.seek(group, instance, bad)

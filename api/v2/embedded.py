@@ -23,6 +23,7 @@ import orjson
 from api import native_render as native
 from api.content_types import EmbeddedFormat
 from api.errors import ApiError, ErrorCode
+from api.render_cache import RenderCache
 from core.broker.replica.batch_cache import CachedBatch
 from core.broker.types import ProduceColumns
 from core.storage.records import Record
@@ -365,17 +366,18 @@ def _render_one(t: _BinaryTemplates, r: Any, log_append_time: int | None) -> byt
     return t.keyed[tt] % (_b2a(key, newline=False), _b2a(value, newline=False), r.offset, ts)
 
 
-def cached_binary_fragments(topic: str, partition: int, batch: CachedBatch) -> list[bytes]:
-    """``binary_fragments`` of a cached batch, made once per batch (the cache key holds
-    the topic and partition)."""
-    frags = batch.rendered.get("binary")
-    if frags is None:
+def cached_binary_fragments(cache: RenderCache, topic: str, partition: int,
+                            batch: CachedBatch) -> list[bytes]:
+    """``binary_fragments`` of a fetched batch of ``topic``-``partition``, made once per
+    batch while it stays cached."""
+    def render(batch: CachedBatch) -> list[bytes]:
         frags = native.render_batch(batch.raw, *_native_template(topic, partition))
         if frags is None:  # no C extension, or records with headers
             frags = binary_fragments(topic, partition, batch.record_objects(),
                                      batch.log_append_time)
-        batch.rendered["binary"] = frags
-    return frags
+        return frags
+
+    return cache.binary(batch, render)
 
 
 def _native_template(topic: str, partition: int) -> tuple[bytes, bytes]:
@@ -384,13 +386,14 @@ def _native_template(topic: str, partition: int) -> tuple[bytes, bytes]:
     return b'{"topic":' + orjson.dumps(topic) + b',"key":', b',"partition":%d,"offset":' % partition
 
 
-def render_binary_chunks(chunks: Iterable[tuple[tuple[str, int], CachedBatch, int, int]]
+def render_binary_chunks(cache: RenderCache,
+                         chunks: Iterable[tuple[tuple[str, int], CachedBatch, int, int]]
                          ) -> bytes:
     """``render_binary_bytes`` of the records of ``(partition, batch, lo, hi)`` ranges."""
     parts: list[bytes] = []
     extend = parts.extend
     for (topic, partition), batch, lo, hi in chunks:
-        frags = cached_binary_fragments(topic, partition, batch)
+        frags = cached_binary_fragments(cache, topic, partition, batch)
         extend(frags if lo == 0 and hi == len(frags) else frags[lo:hi])
     return b"[" + b",".join(parts) + b"]"
 

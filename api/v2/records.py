@@ -30,8 +30,9 @@ from starlette.responses import Response
 from typing_extensions import TypedDict
 
 from api.content_types import EmbeddedFormat, range_read_format
-from api.deps import broker_of
+from api.deps import broker_of, render_cache_of
 from api.openapi import errors, records_ok
+from api.render_cache import RenderCache
 from api.v2.body import optional_int, param_doc, query
 from api.v2.consumer_records import (
     BINARY_EXAMPLE,
@@ -106,7 +107,7 @@ async def read_range(topic: str, partition: int, request: Request) -> Response:
     cap = int(broker.config["consumer.request.max.bytes"])
     if fmt is EmbeddedFormat.BINARY:
         return await _read_binary(
-            broker, topic, partition, offset, media,
+            broker, render_cache_of(request), topic, partition, offset, media,
             max_bytes=min(max_bytes or DEFAULT_MAX_BYTES, cap), timeout=timeout, count=count,
         )
     result = await broker.fetch(
@@ -138,11 +139,11 @@ def _headers(next_offset: int, high_watermark: int, log_start_offset: int) -> di
 
 
 async def _read_binary(
-    broker: Broker, topic: str, partition: int, offset: int, media: str, *,
+    broker: Broker, cache: RenderCache, topic: str, partition: int, offset: int, media: str, *,
     max_bytes: int, timeout: int, count: int | None,
 ) -> Response:
-    """The binary format from per-batch JSON renderings (each batch decoded and
-    rendered once while it stays in ``core.broker.replica.batch_cache``, then sliced); the same
+    """The binary format from per-batch JSON renderings (each batch rendered once while
+    it stays in the broker's batch cache, then sliced: ``api.render_cache``); the same
     answer as ``Broker.fetch`` + ``render_records``."""
     got = await broker.fetch_raw(topic, partition, offset, max_bytes=max_bytes,
                                  max_wait_ms=timeout)
@@ -150,14 +151,14 @@ async def _read_binary(
     hw = offsets.high_watermark
     body, n, last = b"[]", 0, -1
     if data.data:
-        # decoded and rendered once per batch (core.broker.replica.batch_cache), then sliced
+        # rendered once per fetched batch (api.render_cache), then sliced
         parts: list[bytes] = []
         extend = parts.extend
         left = count if count is not None else 1 << 62
         for batch, lo, hi in broker.batches.chunks(topic, partition, data.data, min_offset=offset,
                                           max_offset=hw):
             hi = min(hi, lo + left)
-            frags = cached_binary_fragments(topic, partition, batch)
+            frags = cached_binary_fragments(cache, topic, partition, batch)
             extend(frags if lo == 0 and hi == len(frags) else frags[lo:hi])
             left -= hi - lo
             last = batch.offsets[hi - 1]

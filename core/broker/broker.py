@@ -45,7 +45,7 @@ from core.broker.metadata.store import (
     MetadataStore,
 )
 from core.broker.produce.producer import Producer
-from core.broker.replica.batch_cache import BatchCache
+from core.broker.replica.batch_cache import BatchCache, FetchResult
 from core.broker.replica.fetch_wire import ReplicaFetchRequest, ReplicaFetchResult
 from core.broker.replica.manager import ReplicaManager
 from core.broker.replica.metadata_sync import MetadataSync
@@ -53,7 +53,6 @@ from core.broker.replica.partition import Partition
 from core.broker.types import (
     OFFSETS_TOPIC,
     BrokerInfo,
-    FetchResult,
     PartitionOffsets,
     ProduceRecord,
     RecordResult,
@@ -288,14 +287,13 @@ class Broker:
         return await self._router.fetch(tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
 
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,
-                    max_wait_ms: int = 0, decode: bool = True) -> FetchResult:
-        """Records from ``offset`` below the HW. ``decode=False``: the result's records
-        list may stay empty, its ``chunks`` holding them (``FetchedRecords``)."""
+                    max_wait_ms: int = 0) -> FetchResult:
+        """Records from ``offset`` below the HW, as ranges of fetched batches."""
         got = await self.fetch_raw(topic, partition, offset, max_bytes=max_bytes,
                                    max_wait_ms=max_wait_ms)
         return self.batches.fetch_result(
             topic, partition, offset, got.data, high_watermark=got.offsets.high_watermark,
-            log_start_offset=got.offsets.log_start_offset, decode=decode)
+            log_start_offset=got.offsets.log_start_offset)
 
     async def partition_offsets(self, topic: str, partition: int) -> PartitionOffsets:
         return await self._router.partition_offsets(self.cache.existing_partition(topic, partition))

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from core.errors import FranzError
-from core.storage.records import Record
 
 #: The internal topic of consumer-group offsets and membership (Kafka's name).
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -232,13 +231,3 @@ class PartitionOffsets:
     log_start_offset: int
     high_watermark: int
     log_end_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResult:
-    topic: str
-    partition: int
-    high_watermark: int
-    log_start_offset: int
-    records: list[Record]
-    next_offset: int

@@ -32,10 +32,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import repeat
 from typing import Any
 
-from core.broker.consumer.instance import InstanceState, PolledRecords
+from core.broker.consumer.instance import InstanceState, PartitionChunk, PolledRecords
 from core.broker.errors import (
     IllegalConsumerStateError,
     NoOffsetForPartitionError,
@@ -43,12 +42,11 @@ from core.broker.errors import (
 )
 from core.broker.group.backend import GroupBackend
 from core.broker.group.group import CommittedOffset, Member
-from core.broker.replica.batch_cache import CachedBatch, Chunk
+from core.broker.replica.batch_cache import FetchResult
 from core.broker.replica.delayed import Flag, WaitSet, abandon, wake_or_timeout
-from core.broker.types import FetchResult, TopicPartition
+from core.broker.types import TopicPartition
 from core.errors import FranzError
 from core.storage.errors import OffsetOutOfRangeError
-from core.storage.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -98,25 +96,16 @@ async def timestamp_positions(
     return out
 
 
-def record_size(record: Record) -> int:
-    """What counts against ``max_bytes``: the unencoded key and value."""
-    return len(record.key or b"") + len(record.value or b"")
-
-
 @dataclass
 class Collected:
-    """Records in read order and the positions after them (every planned partition)."""
+    """A read's records in read order, as ``(partition, batch, lo, hi)`` ranges of fetched
+    batches (``chunks``), and the positions after them (every planned partition)."""
 
     positions: dict[TopicPartition, int]
-    #: empty when the read does not decode and ``chunks`` holds the records
-    records: list[tuple[TopicPartition, Record]] = field(default_factory=list)
+    chunks: list[PartitionChunk] = field(default_factory=list)
     count: int = 0  # records read
-    size: int = 0
+    size: int = 0  # their key + value bytes
     full: bool = False  # the byte cap stopped the read
-    #: the same records as ranges of cached batches, in the same order (None when some
-    #: came from elsewhere)
-    chunks: list[tuple[TopicPartition, CachedBatch, int, int]] | None = field(
-        default_factory=list)
 
 
 class _Read:
@@ -128,10 +117,8 @@ class _Read:
         max_bytes: int,
         min_bytes: int,
         reset: ResetFn,
-        decode: bool = True,
     ) -> None:
         self.backend = backend
-        self.decode = decode
         self.out = Collected(dict(start))
         self.max_bytes = max(1, max_bytes)
         self.min_bytes = max(1, min_bytes)
@@ -156,7 +143,6 @@ class _Read:
                 self.out.positions[tp],
                 max_bytes=budget,
                 max_wait_ms=wait_ms,
-                decode=self.decode,
             )
         except OffsetOutOfRangeError:
             return await self._reset(tp)
@@ -180,40 +166,14 @@ class _Read:
         return None
 
     def take(self, tp: TopicPartition, res: FetchResult) -> bool:
-        """Add what fits of ``res``; True if the position moved."""
-        chunks = getattr(res.records, "chunks", None)
-        if chunks is not None:
-            return self._take_chunks(tp, res, chunks)
-        out = self.out
-        if res.records and out.chunks is not None:
-            if not self.decode:  # records of earlier chunks were left undecoded
-                out.records = [(ctp, r) for ctp, b, lo, hi in out.chunks for r in b.records[lo:hi]]
-            out.chunks = None  # records not from cached batches: no per-batch view
-        start = pos = out.positions[tp]
-        complete = True
-        for record in res.records:
-            if record.offset < pos:
-                continue
-            size = record_size(record)
-            if out.count and out.size + size > self.max_bytes:
-                out.full = complete = False
-                break
-            out.records.append((tp, record))
-            out.count += 1
-            out.size += size
-            pos = record.offset + 1
-        if complete:
-            pos = max(pos, res.next_offset)
-        out.positions[tp] = pos
-        return pos != start
-
-    def _take_chunks(self, tp: TopicPartition, res: FetchResult, chunks: list[Chunk]) -> bool:
-        """``take`` over the cached batch ranges of a fetch: the same records, cut with
-        ``bisect`` on offsets and cumulative sizes instead of a loop per record."""
+        """Add what fits of ``res``; True if the position moved. Records are cut with
+        ``bisect`` on each batch's offsets and cumulative key + value sizes, never one
+        by one: a record that would cross ``max_bytes`` stays for the next read, except
+        the first record of the read."""
         out = self.out
         start = pos = out.positions[tp]
         complete = True
-        for batch, lo, hi in chunks:
+        for batch, lo, hi in res.chunks:
             offs = batch.offsets
             if offs[hi - 1] < pos:
                 continue
@@ -227,15 +187,12 @@ class _Read:
                 if end <= lo and not out.count:
                     end = lo + 1
             if end > lo:
-                if self.decode or out.chunks is None:
-                    out.records.extend(zip(repeat(tp), batch.records[lo:end]))
-                if out.chunks is not None:
-                    out.chunks.append((tp, batch, lo, end))
+                out.chunks.append((tp, batch, lo, end))
                 out.count += end - lo
                 out.size += sizes[end] - sizes[lo]
                 pos = offs[end - 1] + 1
             if end < hi:
-                out.full = complete = False
+                out.full, complete = True, False
                 break
         if complete:
             pos = max(pos, res.next_offset)
@@ -253,13 +210,9 @@ async def collect(
     wait_ms: int,
     reset: ResetFn,
     interrupt: Flag | None = None,
-    decode: bool = True,
 ) -> Collected:
-    """Read from the partitions of ``order`` starting at ``start``; see the module doc.
-    ``decode=False``: records that come as cached batch ranges are left undecoded
-    (``Collected.records`` empty, ``chunks`` holding them)."""
-    read = _Read(backend, start, max_bytes=max_bytes, min_bytes=min_bytes, reset=reset,
-                 decode=decode)
+    """Read from the partitions of ``order`` starting at ``start``; see the module doc."""
+    read = _Read(backend, start, max_bytes=max_bytes, min_bytes=min_bytes, reset=reset)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, wait_ms) / 1000
     while True:
@@ -388,12 +341,10 @@ async def read_instance(
     wait_ms: int,
     max_bytes: int,
     heartbeat: Callable[[], None],
-    decode: bool = True,
 ) -> PolledRecords:
     """One read for an instance (the caller holds ``state.poll_lock``): records as soon
-    as there are any, else ``[]`` after ``wait_ms``. ``heartbeat`` runs after each
-    round, so a long read keeps the instance alive. ``decode=False``: the answer may
-    hold its records as ``chunks`` only (see ``PolledRecords``)."""
+    as there are any, else none after ``wait_ms``. ``heartbeat`` runs after each round,
+    so a long read keeps the instance alive."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_ms / 1000
     policy = state.info.auto_offset_reset
@@ -412,9 +363,8 @@ async def read_instance(
                 wait_ms=max(0, int((deadline - loop.time()) * 1000)),
                 reset=lambda tp: reset_position(backend, tp, policy),
                 interrupt=state.changed,
-                decode=decode,
             )
-            records = state.apply_read(start, got.positions, got.records, got.chunks)
+            records = state.apply_read(start, got.positions, got.chunks)
         heartbeat()
         remaining = deadline - loop.time()
         if records.count or remaining <= 0:

@@ -13,11 +13,12 @@ Settings travel in the member's ``properties`` under Confluent's names::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from core.broker.errors import InvalidConsumerConfigError
+from core.broker.replica.batch_cache import CachedBatch
 from core.broker.replica.delayed import Flag
 from core.broker.types import TopicPartition
 from core.storage.records import Record
@@ -107,25 +108,51 @@ class ConsumerInstanceInfo:
         )
 
 
-class PolledRecords(list[tuple[TopicPartition, Record]]):
-    """A read's ``(partition, record)`` pairs; ``chunks``, when not None, holds the same
-    records as ``(partition, cached batch, lo, hi)`` ranges (``core.broker.replica.batch_cache``)
-    in the same order, so the API can answer from per-batch renderings. A read made with
-    ``decode=False`` may hold its records in ``chunks`` only (the list empty): ``count``
-    is the number of records either way."""
+#: ``(partition, batch, lo, hi)``: the records ``batch.records[lo:hi]`` of a partition.
+PartitionChunk = tuple[TopicPartition, CachedBatch, int, int]
 
-    __slots__ = ("chunks",)
+
+class PolledRecords(Sequence[tuple[TopicPartition, Record]]):
+    """A read's records, in read order, as ranges of fetched batches (``chunks``): the
+    API renders per batch from them; as a sequence it gives ``(partition, record)``
+    pairs, each batch decoded on first use (once, in the batch cache)."""
+
+    __slots__ = ("_pairs", "chunks")
+
+    def __init__(self, chunks: list[PartitionChunk] | None = None) -> None:
+        self.chunks: list[PartitionChunk] = chunks or []
+        self._pairs: list[tuple[TopicPartition, Record]] | None = None
 
     @property
     def count(self) -> int:
-        if self.chunks is None:
-            return len(self)
         return sum(hi - lo for _tp, _b, lo, hi in self.chunks)
 
-    def __init__(self, items: list[tuple[TopicPartition, Record]] | None = None,
-                 chunks: list[tuple[TopicPartition, Any, int, int]] | None = None) -> None:
-        super().__init__(items or ())
-        self.chunks = chunks
+    def _decoded(self) -> list[tuple[TopicPartition, Record]]:
+        if self._pairs is None:
+            self._pairs = [(tp, r) for tp, batch, lo, hi in self.chunks
+                           for r in batch.records[lo:hi]]
+        return self._pairs
+
+    def __len__(self) -> int:
+        return self.count
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[TopicPartition, Record]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[TopicPartition, Record]]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return self._decoded()[index]
+
+    def __iter__(self) -> Iterator[tuple[TopicPartition, Record]]:
+        return iter(self._decoded())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PolledRecords | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass(slots=True)
@@ -168,8 +195,7 @@ class InstanceState:
         self,
         start: Mapping[TopicPartition, int],
         positions: Mapping[TopicPartition, int],
-        records: list[tuple[TopicPartition, Record]],
-        chunks: list[tuple[TopicPartition, Any, int, int]] | None = None,
+        chunks: list[PartitionChunk],
     ) -> PolledRecords:
         """Take a read's positions where nobody moved them meanwhile (a seek, a
         revocation); records of partitions that moved under the read are dropped."""
@@ -179,11 +205,8 @@ class InstanceState:
                 self.positions[tp] = pos
                 kept.add(tp)
         if len(kept) == len(positions):
-            return PolledRecords(records, chunks)
-        return PolledRecords(
-            [(tp, r) for tp, r in records if tp in kept],
-            None if chunks is None else [c for c in chunks if c[0] in kept],
-        )
+            return PolledRecords(chunks)
+        return PolledRecords([c for c in chunks if c[0] in kept])
 
     def rotated(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """``partitions`` starting one further on each call: no partition is always last."""

@@ -324,12 +324,9 @@ class ConsumerManager:
         *,
         timeout_ms: int | None = None,
         max_bytes: int | None = None,
-        decode: bool = True,
     ) -> PolledRecords:
         """Records from the assigned partitions: as soon as there are any, else after
-        waiting up to the timeout (which may only shorten the instance's own).
-        ``decode=False`` (readers that answer from per-batch renderings): the records
-        may come as ``chunks`` only (``PolledRecords``)."""
+        waiting up to the timeout (which may only shorten the instance's own)."""
         member = await self._member(group, instance)
         state = self._state(member, group)
         wait_ms = state.info.request_timeout_ms or self.request_timeout_ms
@@ -349,7 +346,6 @@ class ConsumerManager:
                 wait_ms=wait_ms,
                 max_bytes=cap,
                 heartbeat=lambda: member.touch(self.clock.now_ms()),
-                decode=decode,
             )
 
     # --- offsets ------------------------------------------------------------------------

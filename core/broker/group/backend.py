@@ -15,10 +15,10 @@ from typing import Protocol
 from core.broker.cluster.router import Router
 from core.broker.errors import RequestTimedOutError
 from core.broker.metadata.cache import MetadataCache
-from core.broker.replica.batch_cache import BatchCache
+from core.broker.replica.batch_cache import BatchCache, FetchResult
 from core.broker.replica.delayed import DataWatch
 from core.broker.replica.manager import ReplicaManager
-from core.broker.types import OFFSETS_TOPIC, FetchResult, PartitionOffsets, TopicPartition
+from core.broker.types import OFFSETS_TOPIC, PartitionOffsets, TopicPartition
 from core.storage.records import Record
 
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size
@@ -56,12 +56,10 @@ class GroupBackend(Protocol):
 
     async def fetch(
         self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
-        decode: bool = True,
     ) -> FetchResult:
-        """Records from ``offset`` below the HW, at least one if any is
-        there even above ``max_bytes``; waits up to ``max_wait_ms`` for data. With
-        ``decode=False`` a result whose records carry ``chunks`` may leave them
-        undecoded (``core.broker.replica.batch_cache.FetchedRecords``)."""
+        """Records from ``offset`` below the HW, at least one if any is there even above
+        ``max_bytes``, as ranges of fetched batches (decoded only when a reader asks for
+        ``records``); waits up to ``max_wait_ms`` for data."""
         ...
 
     def data_watch(self, topic: str, partition: int) -> DataWatch | None:
@@ -131,13 +129,12 @@ class ReplicaGroupBackend:
 
     async def fetch(
         self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
-        decode: bool = True,
     ) -> FetchResult:
         tp = self._cache.existing_partition(topic, partition)
         got = await self._router.fetch(tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
         return self._batches.fetch_result(
             topic, partition, offset, got.data, high_watermark=got.offsets.high_watermark,
-            log_start_offset=got.offsets.log_start_offset, decode=decode)
+            log_start_offset=got.offsets.log_start_offset)
 
     def data_watch(self, topic: str, partition: int) -> DataWatch | None:
         return self._replicas.data_watch(TopicPartition(topic, partition))

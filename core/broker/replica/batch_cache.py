@@ -1,38 +1,45 @@
-"""Decode each fetched batch once: a bounded LRU of decoded batches for readers.
+"""What a read hands out: fetched batches and ranges of their records, decoded at most once.
+
+A read of a partition answers whole record batches as bytes (``FetchData``). This module
+turns them into the one type every reader of the core gets, :class:`FetchResult`: the
+partition's positions plus ``chunks``, ranges ``(batch, lo, hi)`` of
+:class:`CachedBatch` objects (the batch's bytes, its records' offsets and sizes, its
+``Record`` objects decoded on first use only). Nothing is decoded for a reader that
+works per batch (the API renders a batch's JSON once and slices it; the consumer read
+cuts at ``max_bytes`` with the batch's cumulative sizes).
 
 Readers near the tail (several groups, range readers, a consumer re-reading after a
 seek) fetch the same batches again and again; decoding a 1000-record batch into
-``Record`` objects costs about 1 ms here. ``chunks`` decodes a fetched buffer batch by
-batch through this cache and answers index ranges into the cached batches; the API
-keeps a JSON-ready rendering of a batch beside it (``CachedBatch.rendered``), so a
-batch read again is neither decoded nor rendered again.
+``Record`` objects costs about 1 ms here. ``BatchCache`` keeps the batches recently
+read, so a batch read again is found with what was derived from it (its records here;
+the API keys its renderings on the same objects, weakly).
 
 Keys are ``(topic, partition, the batch's 61 header bytes)``. The header holds the
 base offset, length, leader epoch, CRC-32C of everything after it (attributes,
 timestamps, producer fields, every record), so two batches with the same key hold the
 same records: nothing needs invalidating when a log is truncated, compacted or deleted
 and rewritten (the new batch has another key; the old entry ages out of the LRU).
-Memory is bounded by an estimate of the decoded and rendered size (``MAX_BYTES``).
-Event-loop only.
+Memory is bounded by an estimate of each batch with what readers derive from it (one
+JSON rendering by the API, decoded records) (``MAX_BYTES``). Event-loop only.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from itertools import accumulate
 from operator import attrgetter
 from typing import Any
 
-from core.broker.types import FetchResult
 from core.storage import codec, native
 from core.storage.batch import HEADER_SIZE, LOG_APPEND_TIME, BatchHeader, iter_batches
 from core.storage.errors import CorruptRecordError
 from core.storage.log import FetchData
 from core.storage.records import Record, decode_batch
 
-#: Estimated bytes of cached batches kept (raw bytes, renderings, decoded records).
+#: Estimated bytes of cached batches kept (raw bytes, an API rendering, decoded records).
 MAX_BYTES = 128 * 1024 * 1024
 #: Batches larger than this (bytes on disk) are decoded but not kept.
 MAX_BATCH_BYTES = 4 * 1024 * 1024
@@ -46,14 +53,14 @@ _offset = attrgetter("offset")
 
 
 class CachedBatch:
-    """One fetched batch: its bytes (``raw``), its records' ``offsets`` (ascending), the
-    ``records`` decoded on first use, and ``rendered``, a slot for the API's per-format
-    renderings (format -> list parallel to the records). ``log_append_time`` is the
-    batch's max timestamp for a LogAppendTime batch (it replaces every record's), else
-    None."""
+    """One fetched batch: its bytes (``raw``), its records' ``offsets`` (ascending) and
+    the ``records`` decoded on first use. ``log_append_time`` is the batch's max
+    timestamp for a LogAppendTime batch (it replaces every record's), else None. Weakly
+    referenceable: readers may keep what they derive from a batch beside it, for as
+    long as the batch lives."""
 
-    __slots__ = ("_records", "_sizes", "log_append_time", "nbytes", "offsets", "owner", "raw",
-                 "rendered")
+    __slots__ = ("__weakref__", "_records", "_sizes", "log_append_time", "nbytes", "offsets",
+                 "owner", "raw")
 
     def __init__(self, raw: bytes, h: BatchHeader) -> None:
         self.raw = raw
@@ -65,7 +72,6 @@ class CachedBatch:
             self.offsets = range(h.base_offset, h.last_offset + 1)
         else:
             self.offsets = list(map(_offset, self.records))
-        self.rendered: dict[str, list[bytes]] = {}
         self._sizes: list[int] | None = None
         self.nbytes = int(len(raw) * _RENDERED_PER_BYTE) + h.records_count * _RENDERED_PER_RECORD
 
@@ -146,22 +152,20 @@ class BatchCache:
             self.nbytes -= old.nbytes
 
     def fetch_result(self, topic: str, partition: int, offset: int, data: FetchData, *,
-                     high_watermark: int, log_start_offset: int,
-                     decode: bool = True) -> FetchResult:
-        """The records of a fetch from ``offset`` (``data``: whole batches) below the HW
-        as a ``FetchResult`` whose records are ``FetchedRecords`` (left undecoded with
-        ``decode=False``)."""
-        records: list[Record] = []
+                     high_watermark: int, log_start_offset: int) -> FetchResult:
+        """The records of a read from ``offset`` (``data``: whole batches) below the HW."""
+        chunks: list[Chunk] = []
         next_offset = offset
         if data.data:
-            fetched = records = FetchedRecords(
-                self.chunks(topic, partition, data.data, min_offset=offset,
-                            max_offset=high_watermark), decode=decode)
-            next_offset = fetched.next_offset or offset
-        if data.data and next_offset == offset:  # compacted gap: skip past the batches read
-            next_offset = max(offset, min(data.high_offset, high_watermark))
-        return FetchResult(topic, partition, high_watermark, log_start_offset, records,
-                           next_offset)
+            chunks = self.chunks(topic, partition, data.data, min_offset=offset,
+                                 max_offset=high_watermark)
+            if chunks:
+                batch, _lo, hi = chunks[-1]
+                next_offset = batch.offsets[hi - 1] + 1
+            else:  # compacted gap: skip past the batches read
+                next_offset = max(offset, min(data.high_offset, high_watermark))
+        return FetchResult(topic, partition, high_watermark, log_start_offset, next_offset,
+                           chunks)
 
     def chunks(self, topic: str, partition: int, data: bytes | bytearray | memoryview, *,
                min_offset: int, max_offset: int | None) -> list[Chunk]:
@@ -186,31 +190,31 @@ class BatchCache:
         return out
 
 
-class FetchedRecords(list[Record]):
-    """A fetch's records (a plain list of ``Record``) that also knows the cached batch
-    ranges they come from (``chunks``), for readers that work per batch. With
-    ``decode=False`` the list stays empty: readers that answer from per-batch
-    renderings never pay for ``Record`` objects; ``count`` is the number of records
-    either way."""
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """One partition's read: the records from the offset asked for up to the high
+    watermark as ranges of fetched batches (``chunks``, in offset order), the offset
+    after them (``next_offset``; past a compacted gap when the batches read held no
+    record in range), and the partition's positions at the time of the read."""
 
-    __slots__ = ("chunks", "count")
-
-    def __init__(self, chunks: list[Chunk], *, decode: bool = True) -> None:
-        super().__init__()
-        self.chunks = chunks
-        self.count = sum(hi - lo for _b, lo, hi in chunks)
-        if decode:
-            extend = self.extend
-            for batch, lo, hi in chunks:
-                extend(batch.records if lo == 0 and hi == len(batch.records)
-                       else batch.records[lo:hi])
+    topic: str
+    partition: int
+    high_watermark: int
+    log_start_offset: int
+    next_offset: int
+    chunks: Sequence[Chunk]
 
     @property
-    def next_offset(self) -> int | None:
-        """The offset after the last record, None when there is none."""
-        if not self.chunks:
-            return None
-        batch, _lo, hi = self.chunks[-1]
-        return batch.offsets[hi - 1] + 1
+    def count(self) -> int:
+        return sum(hi - lo for _b, lo, hi in self.chunks)
+
+    @property
+    def records(self) -> list[Record]:
+        """The records as ``Record`` objects (each batch decoded once, in the cache)."""
+        return list(iter_records(self.chunks))
 
 
+def iter_records(chunks: Sequence[Chunk]) -> Iterator[Record]:
+    for batch, lo, hi in chunks:
+        records = batch.records
+        yield from (records if lo == 0 and hi == len(records) else records[lo:hi])

@@ -6,10 +6,11 @@ import random
 
 import orjson
 
+from api.render_cache import RenderCache
 from api.v2.embedded import binary_fragments, render_binary, render_binary_chunks
 from core.broker.consumer.fetch import _Read
-from core.broker.replica.batch_cache import BatchCache, FetchedRecords
-from core.broker.types import FetchResult, TopicPartition
+from core.broker.replica.batch_cache import BatchCache, FetchResult, iter_records
+from core.broker.types import TopicPartition
 from core.storage.batch import parse_header, patch_base_offset, set_log_append_time
 from core.storage.records import NewRecord, build_batch, decode_records
 
@@ -60,11 +61,28 @@ def test_fragments_equal_orjson_of_render_binary() -> None:
     assert b"[" + b",".join(binary_fragments(TP.topic, TP.partition, records)) + b"]" == expected
     cache = BatchCache()
     chunks = cache.chunks(TP.topic, TP.partition, data, min_offset=0, max_offset=None)
-    assert render_binary_chunks([(TP, b, lo, hi) for b, lo, hi in chunks]) == expected
-    # the second time from the cache
+    renderings = RenderCache()
+    assert render_binary_chunks(renderings, [(TP, b, lo, hi) for b, lo, hi in chunks]) == expected
+    assert len(renderings) == len(chunks)
+    # the second time from the cache: the same batch objects, rendered already
     chunks = cache.chunks(TP.topic, TP.partition, data, min_offset=0, max_offset=None)
     assert cache.hits == len(chunks)
-    assert render_binary_chunks([(TP, b, lo, hi) for b, lo, hi in chunks]) == expected
+    assert render_binary_chunks(renderings, [(TP, b, lo, hi) for b, lo, hi in chunks]) == expected
+    assert len(renderings) == len(chunks)
+
+
+def test_renderings_go_with_their_batch() -> None:
+    """A rendering lives as long as the core keeps its batch: evicted batches take
+    their renderings with them, so the API's memory follows the cache's budget."""
+    rng = random.Random(4)
+    data, _ = _batches(rng)
+    cache = BatchCache(max_bytes=20_000)  # holds a few batches only
+    renderings = RenderCache()
+    for _ in range(3):
+        for b, lo, hi in cache.chunks(TP.topic, TP.partition, data, min_offset=0,
+                                      max_offset=None):
+            render_binary_chunks(renderings, [(TP, b, lo, hi)])
+    assert 0 < len(renderings) <= len(cache._lru) + 1  # the last batch may be uncached
 
 
 def test_chunks_equal_decode_records_for_every_range() -> None:
@@ -74,50 +92,57 @@ def test_chunks_equal_decode_records_for_every_range() -> None:
     for _ in range(200):
         lo = rng.randint(0, offsets[-1] + 2)
         hi = rng.choice([None, rng.randint(lo, offsets[-1] + 3)])
-        got = FetchedRecords(cache.chunks(TP.topic, TP.partition, data, min_offset=lo,
-                                          max_offset=hi))
+        got = iter_records(cache.chunks(TP.topic, TP.partition, data, min_offset=lo,
+                                        max_offset=hi))
         assert list(got) == decode_records(data, min_offset=lo, max_offset=hi)
     assert cache.nbytes <= 50_000
 
 
-async def _no_reset(tp: TopicPartition) -> int:
-    raise AssertionError
+def _expected_take(records: list, pos: int, max_bytes: int, used: int, count: int):  # noqa: ANN001, ANN202
+    """The rule, record by record: from ``pos``, records while their key + value bytes
+    fit in what is left of ``max_bytes``, but the first record of a read always."""
+    taken = []
+    for r in records:
+        if r.offset < pos:
+            continue
+        size = len(r.key or b"") + len(r.value or b"")
+        if (count or taken) and used + size > max_bytes:
+            return taken, used, True
+        taken.append(r)
+        used += size
+    return taken, used, False
 
 
-def test_take_by_chunks_equals_take_by_records() -> None:
-    """The same read three ways: per record, per cached batch range, and per range with
-    the records left undecoded (``decode=False``)."""
+def test_take_cuts_batches_as_the_record_by_record_rule() -> None:
     rng = random.Random(3)
     data, offsets = _batches(rng)
+    records = decode_records(data)
     cache = BatchCache()
     for _ in range(300):
         pos = rng.randint(offsets[0], offsets[-1] + 1)
         max_bytes = rng.choice([1, 5, 17, 60, 200, 10_000])
-        prefill = rng.choice([0, 0, 3])
-        chunks = cache.chunks(TP.topic, TP.partition, data, min_offset=pos, max_offset=None)
-        fetched = FetchedRecords(chunks)
-        plain = list(fetched)
-        lazy = FetchedRecords(chunks, decode=False)
-        assert not lazy and lazy.count == len(plain)
-        reads = []
-        for recs, decode in ((fetched, True), (plain, True), (lazy, False)):
-            read = _Read(None, {TP: pos}, max_bytes=max_bytes, min_bytes=1,  # type: ignore[arg-type]
-                         reset=_no_reset, decode=decode)
-            other = TopicPartition("o", 0)
-            for r in decode_records(data)[:prefill]:  # records of another partition first
-                read.out.records.append((other, r))
-                read.out.count += 1
-                read.out.size += len(r.value or b"")
-            next_offset = plain[-1].offset + 1 if plain else pos
-            read.take(TP, FetchResult(TP.topic, TP.partition, offsets[-1] + 1, 0, recs,
-                                      next_offset))
-            reads.append(read.out)
-        a, b, c = reads
-        assert (a.records, a.positions, a.size, a.full, a.count) == (
-            b.records, b.positions, b.size, b.full, b.count)
-        assert (c.positions, c.size, c.full, c.count, c.chunks) == (
-            a.positions, a.size, a.full, a.count, a.chunks)
-        if not prefill:
-            assert a.chunks is not None
-            assert [(tp, r) for tp, bt, lo, hi in a.chunks for r in bt.records[lo:hi]] == a.records
-            assert c.records == []  # nothing decoded
+        prefill = rng.choice([0, 0, 3])  # records of another partition read before
+        res = cache.fetch_result(TP.topic, TP.partition, pos, _FetchData(data),
+                                 high_watermark=offsets[-1] + 1, log_start_offset=0)
+        assert isinstance(res, FetchResult)
+        read = _Read(None, {TP: pos}, max_bytes=max_bytes, min_bytes=1,  # type: ignore[arg-type]
+                     reset=_no_reset)
+        used = sum(len(r.value or b"") for r in records[:prefill])
+        read.out.count, read.out.size = prefill, used
+        read.take(TP, res)
+        taken, size, full = _expected_take(records, pos, max_bytes, used, prefill)
+        out = read.out
+        got = [r for _tp, b, lo, hi in out.chunks for r in b.records[lo:hi]]
+        assert got == taken
+        assert (out.count, out.size, out.full) == (prefill + len(taken), size, full)
+        after_taken = taken[-1].offset + 1 if taken else pos
+        assert out.positions[TP] == (after_taken if full else offsets[-1] + 1)
+
+
+class _FetchData:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.high_offset = data, 1 << 62
+
+
+async def _no_reset(tp: TopicPartition) -> int:
+    raise AssertionError("no reset expected")

@@ -21,8 +21,9 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from core.broker.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
+from core.broker.replica.batch_cache import BatchCache, FetchResult
 from core.broker.replica.delayed import DataWatch, WaitSet
-from core.broker.types import OFFSETS_TOPIC, FetchResult, PartitionOffsets
+from core.broker.types import OFFSETS_TOPIC, PartitionOffsets
 from core.clock import Clock, ManualClock
 from core.storage.config import LogConfig
 from core.storage.log import PartitionLog
@@ -45,6 +46,7 @@ class FakeGroupBackend:
         self.fail_appends = False
         self.local = local
         self.watchers: dict[tuple[str, int], WaitSet] = {}
+        self.batches = BatchCache()
         self._open_existing()
         self.create_topic(OFFSETS_TOPIC, offsets_partitions)
 
@@ -131,7 +133,6 @@ class FakeGroupBackend:
 
     async def fetch(
         self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int,
-        decode: bool = True,
     ) -> FetchResult:
         plog = self._log(topic, partition)
         data = plog.read(offset, max_bytes)  # OffsetOutOfRangeError outside [start, end]
@@ -142,11 +143,9 @@ class FakeGroupBackend:
             except TimeoutError:
                 pass
             data = plog.read(offset, max_bytes)
-        records = decode_records(data.data, min_offset=offset)
-        next_offset = records[-1].offset + 1 if records else offset
-        return FetchResult(
-            topic, partition, plog.log_end_offset, plog.log_start_offset, records, next_offset
-        )
+        return self.batches.fetch_result(
+            topic, partition, offset, data, high_watermark=plog.log_end_offset,
+            log_start_offset=plog.log_start_offset)
 
     def data_watch(self, topic: str, partition: int) -> DataWatch | None:
         logs = self.topics.get(topic)
