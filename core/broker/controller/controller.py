@@ -25,20 +25,12 @@ ZooKeeper session expiry (SESSION_EXPIRED): the controller resigns at once (its
 ``/controller`` is gone with the session); once the store registered the broker again
 (SESSION_RESTORED) it runs for the role like everyone else.
 
-Preferred-replica election (kafka-internals 3.3): ``elect_preferred_leaders`` moves
-leadership back to the first replica of a partition when it is alive and in the ISR
-(leader epoch + 1, ISR unchanged). It runs on request (Kafka's
-``/admin/preferred_replica_election`` znode, deleted when done) and, with
-``auto.leader.rebalance.enable``, every ``leader.imbalance.check.interval.seconds`` for
-the brokers whose share of not-led preferred partitions exceeds
-``leader.imbalance.per.broker.percentage``.
-
-Partition reassignment (``/admin/reassign_partitions``): each partition moves through
-``core.broker.controller.reassignment.next_step`` (expand to RAR = target + old, wait for the target
-replicas to join the ISR, move the leader into the target set and drop the old replicas,
-write the target assignment); the request is deleted when every partition is done.
-Progress is re-checked on every partition-state change and broker change while a request
-is pending, and resumed by a new controller.
+Preferred-replica election and the auto leader rebalance (kafka-internals 3.3) are the
+mixin ``core.broker.controller.preferred_election.PreferredElection``; partition
+reassignment (``/admin/reassign_partitions``) is ``core.broker.controller.reassigner.Reassigner``.
+This module drives both: when elected it resumes their requests and starts the rebalance
+loop, it re-checks a pending reassignment on partition-state and broker changes, and it
+works off the admin requests serialized with ``reconcile``.
 
 Topic admin on a broker that is not the controller: the write goes straight to the
 store (ZooKeeper multi-ops, atomic; a concurrent create of the same name fails with
@@ -54,27 +46,13 @@ import logging
 import uuid
 from collections.abc import Collection, Mapping
 
-from core.broker.controller.leader_election import (
-    elect_on_broker_change,
-    elect_preferred,
-    imbalanced_partitions,
-)
-from core.broker.controller.reassignment import (
-    PREFERRED_REPLICA_ELECTION,
-    REASSIGN_PARTITIONS,
-    ReassignmentInProgressError,
-    Step,
-    check_targets,
-    encode_election,
-    encode_reassignment,
-    next_step,
-    parse_election,
-    parse_reassignment,
-)
+from core.broker.controller.leader_election import elect_on_broker_change
+from core.broker.controller.preferred_election import PreferredElection
+from core.broker.controller.reassigner import Reassigner
+from core.broker.controller.reassignment import REASSIGN_PARTITIONS
 from core.broker.controller.replica_assignment import assign_replicas
 from core.broker.errors import (
     InvalidPartitionsError,
-    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
@@ -98,8 +76,9 @@ def new_topic_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-class Controller:
-    """Topic and leadership decisions; active only on the elected broker."""
+class Controller(PreferredElection, Reassigner):
+    """Topic and leadership decisions; active only on the elected broker. Preferred-replica
+    election and partition reassignment come from the mixins (see the module docstring)."""
 
     def __init__(self, broker_id: int, store: MetadataStore, *, delete_topic_enable: bool = True,
                  unclean_default: bool = False, auto_rebalance: bool = True,
@@ -316,202 +295,6 @@ class Controller:
             return True
         return False
 
-    # --- preferred-replica election ---------------------------------------------------
-
-    async def request_preferred_election(self, body: object | None) -> list[tuple[str, int]]:
-        """Validate Kafka's election JSON (None: every partition) and write the request
-        znode for the controller; returns the partitions named."""
-        if body is None:
-            parts = [(t, p) for t in await self.store.topic_names()
-                     for p in sorted(((await self.store.get_topic(t)) or
-                                      TopicAssignment(t, "", {})).partitions)]
-        else:
-            parts = parse_election(body)
-            for t, p in parts:
-                assignment = await self.store.get_topic(t)
-                if assignment is None or p not in assignment.partitions:
-                    raise UnknownTopicError(f"Partition {t}-{p} does not exist.")
-        if not await self.store.create_admin_request(PREFERRED_REPLICA_ELECTION,
-                                                     encode_election(parts)):
-            raise ReassignmentInProgressError(
-                "A preferred replica election is already in progress; try again when it ends.")
-        return parts
-
-    async def process_preferred_election_request(self) -> None:
-        data = await self.store.get_admin_request(PREFERRED_REPLICA_ELECTION)
-        if data is None:
-            return
-        try:
-            parts = parse_election(data)
-        except InvalidReplicaAssignmentError as exc:
-            log.error("controller: dropping a malformed preferred election request: %s", exc)
-        else:
-            moved = await self.elect_preferred_leaders(parts)
-            log.info("controller: preferred replica election of %d partition(s): %d moved",
-                     len(parts), len(moved))
-        await self.store.delete_admin_request(PREFERRED_REPLICA_ELECTION)
-
-    async def elect_preferred_leaders(self, parts: list[tuple[str, int]]) -> list[tuple[str, int]]:
-        """Move leadership of ``parts`` to their preferred replica where it can lead now;
-        returns the partitions whose leader changed. Active controller only."""
-        live = set(await self._live_broker_ids()) - self.shutting_down
-        by_topic: dict[str, list[int]] = {}
-        for t, p in parts:
-            by_topic.setdefault(t, []).append(p)
-        moved = []
-        for topic, partitions in sorted(by_topic.items()):
-            assignment = await self.store.get_topic(topic)
-            if assignment is None:
-                continue
-            states = await self.store.get_partition_states(topic)
-            for p in partitions:
-                state, replicas = states.get(p), assignment.partitions.get(p)
-                if state is None or replicas is None or self.epoch is None:
-                    continue
-                new = elect_preferred(state, replicas, live, controller_epoch=self.epoch)
-                if new is None:
-                    continue
-                try:
-                    await self.store.update_partition_state(topic, p, new,
-                                                            expected_version=state.version)
-                except BadVersionError:
-                    continue  # changed meanwhile; the next check will see it
-                log.info("controller: preferred leader %d elected for %s-%d (epoch %d)",
-                         new.leader, topic, p, new.leader_epoch)
-                moved.append((topic, p))
-        return moved
-
-    async def _rebalance_loop(self) -> None:
-        while not self._stopped and self.is_active:
-            await asyncio.sleep(self.imbalance_check_interval_s)
-            if self._stopped or not self.is_active:
-                return
-            try:
-                async with self._work:
-                    await self.rebalance_imbalanced()
-            except FranzError as exc:
-                log.warning("controller: leader rebalance check failed: %s", exc)
-
-    async def rebalance_imbalanced(self) -> list[tuple[str, int]]:
-        """Kafka's auto leader rebalance pass; skipped while a reassignment runs."""
-        if self.epoch is None or await self.store.get_admin_request(REASSIGN_PARTITIONS):
-            return []
-        live = set(await self._live_broker_ids()) - self.shutting_down
-        assignments, states = {}, {}
-        for name in await self.store.topic_names():
-            assignment = await self.store.get_topic(name)
-            if assignment is None:
-                continue
-            st = await self.store.get_partition_states(name)
-            for p, replicas in assignment.partitions.items():
-                assignments[(name, p)] = replicas
-                if p in st:
-                    states[(name, p)] = st[p]
-        parts = imbalanced_partitions(assignments, states, live,
-                                      max_imbalance_pct=self.imbalance_pct)
-        return await self.elect_preferred_leaders(parts) if parts else []
-
-    # --- partition reassignment -------------------------------------------------------
-
-    async def request_reassignment(self, body: object) -> dict[tuple[str, int], tuple[int, ...]]:
-        """Validate Kafka's reassignment JSON and write ``/admin/reassign_partitions``;
-        ReassignmentInProgressError if one is running."""
-        targets = parse_reassignment(body)
-        if not targets:
-            raise InvalidReplicaAssignmentError("The reassignment names no partitions")
-        partitions: dict[tuple[str, int], object] = {}
-        for t in {t for t, _ in targets}:
-            assignment = await self.store.get_topic(t)
-            if assignment is None:
-                raise UnknownTopicError(f"Topic '{t}' not found.")
-            partitions.update({(t, p): r for p, r in assignment.partitions.items()})
-        check_targets(targets, partitions, await self._live_broker_ids())
-        if not await self.store.create_admin_request(REASSIGN_PARTITIONS,
-                                                     encode_reassignment(targets)):
-            raise ReassignmentInProgressError("There is an existing assignment running.")
-        return targets
-
-    async def reassignments(self) -> list[tuple[str, int, tuple[int, ...], tuple[int, ...],
-                                                tuple[int, ...]]]:
-        """Partitions still moving: (topic, partition, replicas now, adding, removing)."""
-        data = await self.store.get_admin_request(REASSIGN_PARTITIONS)
-        if data is None:
-            return []
-        try:
-            targets = parse_reassignment(data)
-        except InvalidReplicaAssignmentError:
-            return []
-        out = []
-        cache: dict[str, TopicAssignment | None] = {}
-        for (t, p), target in sorted(targets.items()):
-            if t not in cache:
-                cache[t] = await self.store.get_topic(t)
-            assignment = cache[t]
-            if assignment is None or p not in assignment.partitions:
-                continue
-            cur = assignment.partitions[p]
-            if cur == target:
-                continue
-            adding = assignment.adding.get(p) or tuple(r for r in target if r not in cur)
-            removing = assignment.removing.get(p) or tuple(r for r in cur if r not in target)
-            out.append((t, p, cur, adding, removing))
-        return out
-
-    async def process_reassignment_request(self) -> None:
-        data = await self.store.get_admin_request(REASSIGN_PARTITIONS)
-        if data is None:
-            self._reassigning = False
-            return
-        self._reassigning = True
-        try:
-            targets = parse_reassignment(data)
-        except InvalidReplicaAssignmentError as exc:
-            log.error("controller: dropping a malformed reassignment request: %s", exc)
-            await self.store.delete_admin_request(REASSIGN_PARTITIONS)
-            self._reassigning = False
-            return
-        live = set(await self._live_broker_ids())
-        pending = 0
-        for (t, p), target in sorted(targets.items()):
-            for _ in range(4):  # a few steps at once when nothing needs to wait
-                step = await self._reassign_step(t, p, target, live)
-                if step in (Step.DONE, Step.WAIT):
-                    break
-            pending += step is not Step.DONE
-        if pending == 0 and self.epoch is not None:
-            await self.store.delete_admin_request(REASSIGN_PARTITIONS)
-            self._reassigning = False
-            log.info("controller: reassignment of %d partition(s) completed", len(targets))
-
-    async def _reassign_step(self, topic: str, partition: int, target: tuple[int, ...],
-                             live: set[int]) -> Step:
-        assignment = await self.store.get_topic(topic)
-        if assignment is None or partition not in assignment.partitions or self.epoch is None:
-            return Step.DONE  # deleted meanwhile: nothing left to move
-        state = (await self.store.get_partition_states(topic)).get(partition)
-        plan = next_step(assignment.partitions[partition], target, state, live,
-                         controller_epoch=self.epoch)
-        if plan.step is Step.EXPAND:
-            await self.store.set_assignment(_with_replicas(assignment, partition, plan.replicas,
-                                                           plan.adding, plan.removing))
-            log.info("controller: reassigning %s-%d: replicas %s -> %s (adding %s, removing %s)",
-                     topic, partition, assignment.partitions[partition], plan.replicas,
-                     plan.adding, plan.removing)
-        elif plan.step is Step.SHRINK:
-            assert state is not None and plan.state is not None
-            try:
-                await self.store.update_partition_state(topic, partition, plan.state,
-                                                        expected_version=state.version)
-            except BadVersionError:
-                return Step.WAIT  # the leader changed the ISR meanwhile: next event
-            if assignment.partitions[partition] != plan.replicas:
-                await self.store.set_assignment(_with_replicas(assignment, partition,
-                                                               plan.replicas, (), ()))
-            log.info("controller: reassigned %s-%d to %s (leader %d, epoch %d, isr %s)",
-                     topic, partition, plan.replicas, plan.state.leader,
-                     plan.state.leader_epoch, plan.state.isr)
-        return plan.step
-
     async def _live_broker_ids(self) -> list[int]:
         return sorted(r.broker_id for r in await self.store.live_brokers())
 
@@ -586,18 +369,6 @@ class Controller:
         overrides = validate_topic_configs(configs)
         await self.store.set_topic_configs(name, overrides)
         return overrides
-
-
-def _with_replicas(assignment: TopicAssignment, partition: int, replicas: tuple[int, ...],
-                   adding: tuple[int, ...], removing: tuple[int, ...]) -> TopicAssignment:
-    parts = {**assignment.partitions, partition: replicas}
-    add = {p: r for p, r in assignment.adding.items() if p != partition}
-    rem = {p: r for p, r in assignment.removing.items() if p != partition}
-    if adding:
-        add[partition] = adding
-    if removing:
-        rem[partition] = removing
-    return TopicAssignment(assignment.name, assignment.topic_id, parts, add, rem)
 
 
 def _initial_state(replicas: tuple[int, ...], live: list[int], epoch: int) -> PartitionState:

@@ -1,0 +1,157 @@
+"""The controller's side of partition reassignment (``/admin/reassign_partitions``).
+
+``request_reassignment`` validates Kafka's reassignment JSON and writes the request. Each
+partition then moves through ``core.broker.controller.reassignment.next_step`` (expand to
+RAR = target + old, wait for the target replicas to join the ISR, move the leader into the
+target set and drop the old replicas, write the target assignment); the request is deleted
+when every partition is done. Progress is re-checked on every partition-state change and
+broker change while a request is pending, and resumed by a new controller.
+``reassignments`` lists the partitions still moving.
+
+``Reassigner`` is a mixin of ``Controller``: the controller calls
+``process_reassignment_request`` in its pass over the admin requests and sets
+``_reassigning`` (a request may be pending: re-check on changes) when elected or told of a
+new request; ``process_reassignment_request`` clears it once no request is left.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from core.broker.controller.reassignment import (
+    REASSIGN_PARTITIONS,
+    ReassignmentInProgressError,
+    Step,
+    check_targets,
+    encode_reassignment,
+    next_step,
+    parse_reassignment,
+)
+from core.broker.errors import InvalidReplicaAssignmentError, UnknownTopicError
+from core.broker.metadata.store import BadVersionError, MetadataStore, TopicAssignment
+
+log = logging.getLogger(__name__)
+
+
+class Reassigner:
+    """Partition reassignment requests, their progress and steps (module docstring)."""
+
+    # The controller's state and helpers this mixin uses (``Controller`` sets them up).
+    store: MetadataStore
+    epoch: int | None
+    _reassigning: bool
+
+    if TYPE_CHECKING:
+        async def _live_broker_ids(self) -> list[int]: ...
+
+    async def request_reassignment(self, body: object) -> dict[tuple[str, int], tuple[int, ...]]:
+        """Validate Kafka's reassignment JSON and write ``/admin/reassign_partitions``;
+        ReassignmentInProgressError if one is running."""
+        targets = parse_reassignment(body)
+        if not targets:
+            raise InvalidReplicaAssignmentError("The reassignment names no partitions")
+        partitions: dict[tuple[str, int], object] = {}
+        for t in {t for t, _ in targets}:
+            assignment = await self.store.get_topic(t)
+            if assignment is None:
+                raise UnknownTopicError(f"Topic '{t}' not found.")
+            partitions.update({(t, p): r for p, r in assignment.partitions.items()})
+        check_targets(targets, partitions, await self._live_broker_ids())
+        if not await self.store.create_admin_request(REASSIGN_PARTITIONS,
+                                                     encode_reassignment(targets)):
+            raise ReassignmentInProgressError("There is an existing assignment running.")
+        return targets
+
+    async def reassignments(self) -> list[tuple[str, int, tuple[int, ...], tuple[int, ...],
+                                                tuple[int, ...]]]:
+        """Partitions still moving: (topic, partition, replicas now, adding, removing)."""
+        data = await self.store.get_admin_request(REASSIGN_PARTITIONS)
+        if data is None:
+            return []
+        try:
+            targets = parse_reassignment(data)
+        except InvalidReplicaAssignmentError:
+            return []
+        out = []
+        cache: dict[str, TopicAssignment | None] = {}
+        for (t, p), target in sorted(targets.items()):
+            if t not in cache:
+                cache[t] = await self.store.get_topic(t)
+            assignment = cache[t]
+            if assignment is None or p not in assignment.partitions:
+                continue
+            cur = assignment.partitions[p]
+            if cur == target:
+                continue
+            adding = assignment.adding.get(p) or tuple(r for r in target if r not in cur)
+            removing = assignment.removing.get(p) or tuple(r for r in cur if r not in target)
+            out.append((t, p, cur, adding, removing))
+        return out
+
+    async def process_reassignment_request(self) -> None:
+        data = await self.store.get_admin_request(REASSIGN_PARTITIONS)
+        if data is None:
+            self._reassigning = False
+            return
+        self._reassigning = True
+        try:
+            targets = parse_reassignment(data)
+        except InvalidReplicaAssignmentError as exc:
+            log.error("controller: dropping a malformed reassignment request: %s", exc)
+            await self.store.delete_admin_request(REASSIGN_PARTITIONS)
+            self._reassigning = False
+            return
+        live = set(await self._live_broker_ids())
+        pending = 0
+        for (t, p), target in sorted(targets.items()):
+            for _ in range(4):  # a few steps at once when nothing needs to wait
+                step = await self._reassign_step(t, p, target, live)
+                if step in (Step.DONE, Step.WAIT):
+                    break
+            pending += step is not Step.DONE
+        if pending == 0 and self.epoch is not None:
+            await self.store.delete_admin_request(REASSIGN_PARTITIONS)
+            self._reassigning = False
+            log.info("controller: reassignment of %d partition(s) completed", len(targets))
+
+    async def _reassign_step(self, topic: str, partition: int, target: tuple[int, ...],
+                             live: set[int]) -> Step:
+        assignment = await self.store.get_topic(topic)
+        if assignment is None or partition not in assignment.partitions or self.epoch is None:
+            return Step.DONE  # deleted meanwhile: nothing left to move
+        state = (await self.store.get_partition_states(topic)).get(partition)
+        plan = next_step(assignment.partitions[partition], target, state, live,
+                         controller_epoch=self.epoch)
+        if plan.step is Step.EXPAND:
+            await self.store.set_assignment(_with_replicas(assignment, partition, plan.replicas,
+                                                           plan.adding, plan.removing))
+            log.info("controller: reassigning %s-%d: replicas %s -> %s (adding %s, removing %s)",
+                     topic, partition, assignment.partitions[partition], plan.replicas,
+                     plan.adding, plan.removing)
+        elif plan.step is Step.SHRINK:
+            assert state is not None and plan.state is not None
+            try:
+                await self.store.update_partition_state(topic, partition, plan.state,
+                                                        expected_version=state.version)
+            except BadVersionError:
+                return Step.WAIT  # the leader changed the ISR meanwhile: next event
+            if assignment.partitions[partition] != plan.replicas:
+                await self.store.set_assignment(_with_replicas(assignment, partition,
+                                                               plan.replicas, (), ()))
+            log.info("controller: reassigned %s-%d to %s (leader %d, epoch %d, isr %s)",
+                     topic, partition, plan.replicas, plan.state.leader,
+                     plan.state.leader_epoch, plan.state.isr)
+        return plan.step
+
+
+def _with_replicas(assignment: TopicAssignment, partition: int, replicas: tuple[int, ...],
+                   adding: tuple[int, ...], removing: tuple[int, ...]) -> TopicAssignment:
+    parts = {**assignment.partitions, partition: replicas}
+    add = {p: r for p, r in assignment.adding.items() if p != partition}
+    rem = {p: r for p, r in assignment.removing.items() if p != partition}
+    if adding:
+        add[partition] = adding
+    if removing:
+        rem[partition] = removing
+    return TopicAssignment(assignment.name, assignment.topic_id, parts, add, rem)
