@@ -435,7 +435,10 @@ class ReplicaManager:
                 else:
                     self.isr_expands += 1
                 p.partition_version = max(p.partition_version, stored.version)
-                p.make_leader(leader_epoch=p.leader_epoch, isr=new_isr, replicas=p.replicas)
+                # fenced (session expired) or stopped while the write was in flight: the
+                # next metadata sync decides the role, never this write's answer
+                if p.is_leader and self.partitions.get(p.tp) is p:
+                    p.make_leader(leader_epoch=p.leader_epoch, isr=new_isr, replicas=p.replicas)
                 return
         except (FranzError, BrokerNotAvailableError) as exc:
             log.warning("%s-%d: ISR %s to %s failed: %s", *p.tp, why, new_isr, exc)
