@@ -22,14 +22,10 @@ from api.errors import install_error_handlers
 from api.fastapi_options import NO_OPENTELEMETRY
 from api.group_forwarding import install_group_forwarding
 from api.hot_routes import HotRoutesMiddleware, hot_routes
-from api.internal.routes import replica_fetch
 from api.metrics import install_metrics
 from api.openapi import install_openapi
 from api.render_cache import RenderCache
 from api.responses import KafkaV2Response
-from api.v2.consumer_records import read_records
-from api.v2.produce import produce_to_partition, produce_to_topic
-from api.v2.records import read_range
 from api.v2.schemas import OPENAPI_SCHEMAS
 
 if TYPE_CHECKING:
@@ -75,9 +71,8 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(internal.router, include_in_schema=False)  # /internal/v1
     # innermost middleware: produce, records and follower fetches skip FastAPI's router
     # (api.hot_routes)
-    app.add_middleware(HotRoutesMiddleware, handlers=app.exception_handlers, routes=hot_routes(
-        app.routes,
-        [produce_to_topic, produce_to_partition, read_range, read_records, replica_fetch]))
+    app.add_middleware(HotRoutesMiddleware, handlers=app.exception_handlers,
+                       routes=hot_routes(app.routes))
     install_metrics(app)  # GET /metrics and the request-metrics middleware
     install_group_forwarding(app, broker)  # cluster: group requests go to the coordinator
     install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS})

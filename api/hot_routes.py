@@ -1,4 +1,12 @@
-"""Hot routes answered without FastAPI's router.
+"""Hot routes: declared once, answered without FastAPI's router.
+
+A hot endpoint is declared with ``@hot_route(router, method, path, query=HotQuery(Q))``,
+``Q`` a TypedDict of its query parameters (constraints and descriptions in
+``Annotated[..., Field(...)]``). That one declaration gives the route its validation
+(``HotQuery.parse``: pydantic's rules and FastAPI's 400 answer, without FastAPI's
+per-parameter cost) and its OpenAPI entry (path parameters from the endpoint's
+signature, query parameters from ``Q``'s JSON schema, as FastAPI would write declared
+ones), and marks it for ``hot_routes``, which serves every marked route of the app.
 
 On this FastAPI, routing a request (middleware layers, matching every route of the
 app in turn, dependency solving) costs several times what the produce and records
@@ -22,15 +30,90 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from fastapi import APIRouter
+from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
+from pydantic import TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 _DECIMAL = re.compile(r"-?[0-9]{1,18}")
 Endpoint = Callable[..., Any]
+Q = TypeVar("Q")
+_HOT = "__franz_hot_route__"
+_PATH_TYPES = {str: "string", int: "integer"}
+
+
+class HotQuery(Generic[Q]):
+    """The query parameters of a hot route, declared as a TypedDict ``Q``."""
+
+    def __init__(self, declaration: type[Q]) -> None:
+        self.adapter: TypeAdapter[Q] = TypeAdapter(declaration)
+        self._empty: Q | None = None
+        schema = self.adapter.json_schema()
+        self._properties: dict[str, dict[str, Any]] = schema.get("properties", {})
+        self._required = set(schema.get("required", ()))
+        if not self._required:  # a query string with nothing in it is valid: answer it fast
+            self._empty = self.adapter.validate_python({})
+
+    def parse(self, request: Request) -> Q:
+        """The query string validated as FastAPI validates declared ``Query`` parameters:
+        the same pydantic rules (lax, the last value of a repeated name) and on failure
+        the same ``RequestValidationError`` (locations ``("query", name)``), so the same
+        400 answer."""
+        if self._empty is not None and not request.scope.get("query_string"):
+            return self._empty
+        try:
+            return self.adapter.validate_python(dict(request.query_params))
+        except ValidationError as exc:
+            errors: list[dict[str, Any]] = [
+                {**e, "loc": ("query", *e["loc"])} for e in exc.errors(include_url=False)
+            ]
+            raise RequestValidationError(errors) from None
+
+    def openapi(self) -> list[dict[str, Any]]:
+        """The OpenAPI parameters, as FastAPI writes declared query parameters."""
+        return [_parameter(name, "query", schema, required=name in self._required)
+                for name, schema in self._properties.items()]
+
+
+def _parameter(name: str, where: str, schema: dict[str, Any], *,
+               required: bool) -> dict[str, Any]:
+    doc: dict[str, Any] = {"in": where, "name": name, "required": required}
+    if "description" in schema:
+        doc["description"] = schema["description"]
+    doc["schema"] = schema
+    return doc
+
+
+def _path_parameters(path: str, endpoint: Endpoint) -> list[dict[str, Any]]:
+    params = inspect.signature(endpoint, eval_str=True).parameters
+    out = []
+    for name in re.findall(r"{(\w+)}", path):
+        kind = _PATH_TYPES[params[name].annotation]
+        out.append(_parameter(name, "path", {"title": name.replace("_", " ").title(),
+                                             "type": kind}, required=True))
+    return out
+
+
+def hot_route(router: APIRouter, method: str, path: str, *, query: HotQuery[Any] | None = None,
+              openapi_extra: dict[str, Any] | None = None,
+              **route: Any) -> Callable[[Endpoint], Endpoint]:
+    """Register ``endpoint(<path parameters>, request)`` on ``router`` as a hot route:
+    documented from its declaration, served by ``HotRoutesMiddleware``."""
+    def register(endpoint: Endpoint) -> Endpoint:
+        parameters = _path_parameters(path, endpoint) + (query.openapi() if query else [])
+        # the whole list, path first: api.openapi merges openapi_extra over FastAPI's
+        # document, replacing its parameters
+        extra = {**(openapi_extra or {}), "parameters": parameters}
+        router.add_api_route(path, endpoint, methods=[method], openapi_extra=extra, **route)
+        setattr(endpoint, _HOT, True)
+        return endpoint
+
+    return register
 
 
 class HotRoute:
@@ -133,10 +216,18 @@ def _api_routes(routes: list[Any], prefix: str = "") -> Iterator[tuple[str, APIR
             yield from _api_routes(inner.routes, prefix + getattr(context, "prefix", ""))
 
 
-def hot_routes(app_routes: list[Any], endpoints: list[Endpoint]) -> list[HotRoute]:
-    """The app's routes whose endpoint is one of ``endpoints``, in that order. Only
-    routes included without a prefix: their own path regex is the path they serve."""
-    by_endpoint = {r.endpoint: r for prefix, r in _api_routes(app_routes) if not prefix}
+def hot_routes(app_routes: list[Any], endpoints: list[Endpoint] | None = None
+               ) -> list[HotRoute]:
+    """The app's routes declared with ``hot_route`` (or, given ``endpoints``, those
+    whose endpoint is one of them, in that order). Only routes included without a
+    prefix: their own path regex is the path they serve."""
+    found = list(_api_routes(app_routes))
+    if endpoints is None:
+        prefixed = [r.path for prefix, r in found if prefix and getattr(r.endpoint, _HOT, False)]
+        if prefixed:
+            raise ValueError(f"hot routes must be included at the app's root: {prefixed}")
+        return [HotRoute(r) for _prefix, r in found if getattr(r.endpoint, _HOT, False)]
+    by_endpoint = {r.endpoint: r for prefix, r in found if not prefix}
     missing = [e.__name__ for e in endpoints if e not in by_endpoint]
     if missing:
         raise ValueError(f"hot endpoints not registered with the app at its root: {missing}")

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from api.deps import broker_of
+from api.hot_routes import hot_route
 from core.broker.cluster.client import encode_fetch
 from core.broker.replica.fetch_wire import decode_request, encode_response
 from core.errors import FranzError
@@ -28,7 +29,7 @@ def _error(exc: FranzError) -> Response:
                     status_code=409, media_type="application/json")
 
 
-@router.post("/replica/fetch")
+@hot_route(router, "POST", "/replica/fetch")
 async def replica_fetch(request: Request) -> Response:
     broker = broker_of(request)
     try:

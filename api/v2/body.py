@@ -7,10 +7,9 @@ a body with a non-JSON Content-Type is 415 / 415.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from fastapi import Request
-from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 
 from api.content_types import check_body_type
@@ -47,39 +46,3 @@ async def require_json(request: Request, adapter: TypeAdapter[T]) -> T:
     if value is None:
         raise empty_body_error()
     return value
-
-
-def query(request: Request, adapter: TypeAdapter[T], empty: T | None = None) -> T:
-    """The query string validated as FastAPI validates declared ``Query`` parameters:
-    the same pydantic rules (lax, the last value of a repeated name) and on failure the
-    same ``RequestValidationError`` (locations ``("query", name)``), so the same 400
-    answer. Hot routes use this instead of declared parameters, which cost FastAPI
-    tens of microseconds each per request; they document the parameters through
-    ``openapi_extra`` instead. ``empty`` (when given) is the answer for an empty query
-    string."""
-    if empty is not None and not request.scope.get("query_string"):
-        return empty
-    try:
-        return adapter.validate_python(dict(request.query_params))
-    except ValidationError as exc:
-        errors: list[dict[str, Any]] = [
-            {**e, "loc": ("query", *e["loc"])} for e in exc.errors(include_url=False)
-        ]
-        raise RequestValidationError(errors) from None
-
-
-def param_doc(name: str, where: str, description: str | None, schema: dict[str, Any],
-               *, required: bool = False) -> dict[str, Any]:
-    """One OpenAPI parameter as FastAPI writes it (for routes that validate their query
-    with ``query`` and document it through ``openapi_extra``)."""
-    doc: dict[str, Any] = {"in": where, "name": name, "required": required}
-    if description is not None:
-        doc["description"] = description
-        schema = {**schema, "description": description}
-    doc["schema"] = schema
-    return doc
-
-
-def optional_int(title: str, **limits: int) -> dict[str, Any]:
-    """FastAPI's schema of an ``int | None`` parameter."""
-    return {"anyOf": [{"type": "integer", **limits}, {"type": "null"}], "title": title}

@@ -15,19 +15,19 @@ the client may seek past it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Request
-from pydantic import TypeAdapter
+from pydantic import Field
 from starlette.responses import Response
 from typing_extensions import TypedDict
 
 from api.content_types import EmbeddedFormat, records_format
 from api.deps import consumers_of, render_cache_of
 from api.errors import ApiError, ErrorCode
+from api.hot_routes import HotQuery, hot_route
 from api.openapi import errors, records_ok
-from api.v2.body import optional_int, param_doc, query
 from api.v2.consumers import INSTANCE
 from api.v2.embedded import (
     NotJsonError,
@@ -69,23 +69,13 @@ _MAX_BYTES_DOC = "cap on key+value bytes returned"
 
 
 class RecordsQuery(TypedDict, total=False):
-    """Query parameters, validated by ``api.v2.body.query`` rather than declared (this
-    is the hot read route)."""
+    """The query parameters of a consumer read (a hot route: ``api.hot_routes``)."""
 
-    timeout: int | None
-    max_bytes: int | None
-
-
-RECORDS_QUERY = TypeAdapter(RecordsQuery)
-_NO_QUERY: RecordsQuery = {}
+    timeout: Annotated[int | None, Field(description=_TIMEOUT_DOC)]
+    max_bytes: Annotated[int | None, Field(description=_MAX_BYTES_DOC)]
 
 
-_PARAMETERS_DOC = [
-    param_doc("group", "path", None, {"title": "Group", "type": "string"}, required=True),
-    param_doc("instance", "path", None, {"title": "Instance", "type": "string"}, required=True),
-    param_doc("timeout", "query", _TIMEOUT_DOC, optional_int("Timeout")),
-    param_doc("max_bytes", "query", _MAX_BYTES_DOC, optional_int("Max Bytes")),
-]
+RECORDS_QUERY = HotQuery(RecordsQuery)
 
 
 def instance_format(info: Any) -> EmbeddedFormat:
@@ -123,16 +113,15 @@ def _positive(value: int | None) -> int | None:
     return value if value is not None and value > 0 else None
 
 
-@router.get(
-    INSTANCE + "/records",
+@hot_route(
+    router, "GET", INSTANCE + "/records", query=RECORDS_QUERY,
     summary="Read records (long poll)",
     description="Answers as soon as records are available, else after `timeout`. "
     "Records also carry `timestamp`, `timestamp_type` and `headers` (franz extensions).",
     responses={**records_ok(BINARY_EXAMPLE, JSON_EXAMPLE), **errors(404, 406, 500)},
-    openapi_extra={"parameters": _PARAMETERS_DOC},
 )
 async def read_records(group: str, instance: str, request: Request) -> Response:
-    q = query(request, RECORDS_QUERY, _NO_QUERY)
+    q = RECORDS_QUERY.parse(request)
     timeout, max_bytes = q.get("timeout"), q.get("max_bytes")
     consumers = consumers_of(request)
     info = consumers.get(group, instance)

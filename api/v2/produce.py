@@ -19,20 +19,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from itertools import repeat
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Depends, Request
-from pydantic import TypeAdapter
+from pydantic import Field
 from starlette.responses import Response
 from typing_extensions import TypedDict
 
 from api.content_types import EmbeddedFormat, produce_format, require_supported
 from api.deps import broker_of
 from api.errors import V2_MEDIA, ApiError, ErrorCode, message_for, spec_for
+from api.hot_routes import HotQuery, hot_route
 from api.openapi import errors, ok, ref
 from api.responses import check_accept
-from api.v2.body import empty_body_error, param_doc, parse, query
+from api.v2.body import empty_body_error, parse
 from api.v2.embedded import binary_columns_fast, produce_records
 from api.v2.schemas import BINARY_PRODUCE, JSON_PRODUCE
 from core.broker.types import ProduceColumns, ProduceResults, RecordResult
@@ -47,21 +48,13 @@ _STRICT_DOC = "franz extension: answer with the first failed record's HTTP statu
 
 
 class ProduceQuery(TypedDict, total=False):
-    """The query parameters, validated by ``api.v2.body.query`` (not declared on the
-    routes: FastAPI's per-parameter work is a large share of a small produce)."""
+    """The query parameters of both produce routes (hot routes: ``api.hot_routes``)."""
 
-    acks: str | None
-    strict: bool
+    acks: Annotated[str | None, Field(description=_ACKS_DOC, examples=["all"])]
+    strict: Annotated[bool, Field(description=_STRICT_DOC, json_schema_extra={"default": False})]
 
 
-PRODUCE_QUERY = TypeAdapter(ProduceQuery)
-_NO_QUERY: ProduceQuery = {}
-_QUERY_DOC = [
-    param_doc("acks", "query", _ACKS_DOC, {"anyOf": [{"type": "string"}, {"type": "null"}],
-                                           "examples": ["all"], "title": "Acks"}),
-    param_doc("strict", "query", _STRICT_DOC,
-              {"default": False, "title": "Strict", "type": "boolean"}),
-]
+PRODUCE_QUERY = HotQuery(ProduceQuery)
 
 _BINARY_EXAMPLE = {"records": [{"key": "a2V5", "value": "Y29uZmx1ZW50"}, {"value": "a2Fma2E="}]}
 _JSON_EXAMPLE = {"records": [{"key": "user-1", "value": {"clicks": 3}}, {"value": [1, 2, 3]}]}
@@ -97,13 +90,6 @@ _OPENAPI_BODY = {
     }
 }
 
-# openapi_extra's "parameters" replaces FastAPI's list, so the path parameters are
-# listed here too (in FastAPI's order: path, then query).
-_TOPIC_DOC = param_doc("topic", "path", None, {"title": "Topic", "type": "string"}, required=True)
-_PARTITION_DOC = param_doc("partition", "path", None, {"title": "Partition", "type": "integer"},
-                           required=True)
-_OPENAPI_TOPIC = {**_OPENAPI_BODY, "parameters": [_TOPIC_DOC, *_QUERY_DOC]}
-_OPENAPI_PARTITION = {**_OPENAPI_BODY, "parameters": [_TOPIC_DOC, _PARTITION_DOC, *_QUERY_DOC]}
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     **ok("ProduceResponse", _RESPONSE_EXAMPLE),
     **errors(400, 404, 413, 415, 422, 500),
@@ -234,7 +220,7 @@ async def _read_body(request: Request) -> bytes:
 
 
 async def produce(request: Request, topic: str, partition: int | None) -> Response:
-    q = query(request, PRODUCE_QUERY, _NO_QUERY)
+    q = PRODUCE_QUERY.parse(request)
     acks, strict = q.get("acks"), q.get("strict", False)
     fmt = _produce_format(request.headers.get("content-type"))
     require_supported(fmt)
@@ -246,23 +232,23 @@ async def produce(request: Request, topic: str, partition: int | None) -> Respon
     return Response(body, status_code=status, media_type=V2_MEDIA)
 
 
-@router.post(
-    "/topics/{topic}",
+@hot_route(
+    router, "POST", "/topics/{topic}", query=PRODUCE_QUERY,
     summary="Produce records to a topic",
     description="Partition per record: its `partition`, else the key's hash, else "
     "round-robin per request.",
-    openapi_extra=_OPENAPI_TOPIC,
+    openapi_extra=_OPENAPI_BODY,
     responses=_RESPONSES,
 )
 async def produce_to_topic(topic: str, request: Request) -> Response:
     return await produce(request, topic, None)
 
 
-@router.post(
-    "/topics/{topic}/partitions/{partition}",
+@hot_route(
+    router, "POST", "/topics/{topic}/partitions/{partition}", query=PRODUCE_QUERY,
     summary="Produce records to one partition",
     description="A record's own `partition` field, when given, wins over the path.",
-    openapi_extra=_OPENAPI_PARTITION,
+    openapi_extra=_OPENAPI_BODY,
     responses=_RESPONSES,
 )
 async def produce_to_partition(topic: str, partition: int, request: Request) -> Response:

@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Annotated, Required
 
 import orjson
 from fastapi import APIRouter, Request
-from pydantic import Field, TypeAdapter
+from pydantic import Field
 from starlette.responses import Response
 from typing_extensions import TypedDict
 
 from api.content_types import EmbeddedFormat, range_read_format
 from api.deps import broker_of, render_cache_of
+from api.hot_routes import HotQuery, hot_route
 from api.openapi import errors, records_ok
 from api.render_cache import RenderCache
-from api.v2.body import optional_int, param_doc, query
 from api.v2.consumer_records import (
     BINARY_EXAMPLE,
     JSON_EXAMPLE,
@@ -67,39 +67,24 @@ def _responses() -> dict[int | str, dict[str, object]]:
 
 
 class RangeQuery(TypedDict, total=False):
-    """Query parameters, validated by ``api.v2.body.query`` rather than declared (this
-    is a hot read route)."""
+    """The query parameters of the range read (a hot route: ``api.hot_routes``)."""
 
-    offset: Required[Annotated[int, Field(ge=0)]]
-    max_bytes: Annotated[int, Field(ge=1)] | None
-    timeout: Annotated[int, Field(ge=0, le=MAX_TIMEOUT_MS)]
-    count: Annotated[int, Field(ge=1)] | None
-
-
-RANGE_QUERY = TypeAdapter(RangeQuery)
-
-_PARAMETERS_DOC = [
-    param_doc("topic", "path", None, {"title": "Topic", "type": "string"}, required=True),
-    param_doc("partition", "path", None, {"title": "Partition", "type": "integer"},
-               required=True),
-    param_doc("offset", "query", "first offset to return",
-               {"minimum": 0, "title": "Offset", "type": "integer"}, required=True),
-    param_doc("max_bytes", "query", "cap on bytes returned", optional_int("Max Bytes", minimum=1)),
-    param_doc("timeout", "query", "max wait, ms",
-               {"default": 0, "maximum": MAX_TIMEOUT_MS, "minimum": 0, "title": "Timeout",
-                "type": "integer"}),
-    param_doc("count", "query", "at most this many records", optional_int("Count", minimum=1)),
-]
+    offset: Required[Annotated[int, Field(ge=0, description="first offset to return")]]
+    max_bytes: Annotated[int | None, Field(ge=1, description="cap on bytes returned")]
+    timeout: Annotated[int, Field(ge=0, le=MAX_TIMEOUT_MS, description="max wait, ms",
+                                  json_schema_extra={"default": 0})]
+    count: Annotated[int | None, Field(ge=1, description="at most this many records")]
 
 
-@router.get(
-    "/topics/{topic}/partitions/{partition}/records",
+RANGE_QUERY = HotQuery(RangeQuery)
+
+@hot_route(
+    router, "GET", "/topics/{topic}/partitions/{partition}/records", query=RANGE_QUERY,
     summary="Read a range of a partition without a consumer (franz)",
     responses=_responses(),
-    openapi_extra={"parameters": _PARAMETERS_DOC},
 )
 async def read_range(topic: str, partition: int, request: Request) -> Response:
-    q = query(request, RANGE_QUERY)
+    q = RANGE_QUERY.parse(request)
     offset, max_bytes = q["offset"], q.get("max_bytes")
     timeout, count = q.get("timeout", 0), q.get("count")
     fmt, media = range_read_format(request.headers.get("accept"))
