@@ -228,8 +228,8 @@ def truncation_offset(p: Partition, leader_epoch: int, leader_end: int) -> int:
     if leader_epoch < 0:
         return min(leader_end, leo)
     own_epoch, own_end = p.log.leader_epoch_cache.end_offset_for(leader_epoch, leo)
-    if own_end < 0:
-        return min(p.high_watermark, leo)
+    if own_end < 0:  # every epoch known here is older than the leader's: as Kafka, keep
+        return min(leader_end, leo)  # what the leader has too
     if own_epoch == leader_epoch:
         return min(leader_end, own_end, leo)
     return min(own_end, leo)
