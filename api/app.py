@@ -20,7 +20,6 @@ from fastapi import FastAPI
 from api import internal, v2, v3
 from api.errors import install_error_handlers
 from api.fastapi_options import NO_OPENTELEMETRY
-from api.group_forwarding import install_group_forwarding
 from api.hot_routes import HotRoutesMiddleware, hot_routes
 from api.metrics import install_metrics
 from api.openapi import install_openapi
@@ -74,6 +73,5 @@ def create_app(broker: Broker) -> FastAPI:
     app.add_middleware(HotRoutesMiddleware, handlers=app.exception_handlers,
                        routes=hot_routes(app.routes))
     install_metrics(app)  # GET /metrics and the request-metrics middleware
-    install_group_forwarding(app, broker)  # cluster: group requests go to the coordinator
     install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS})
     return app

@@ -10,7 +10,7 @@ from api.render_cache import RenderCache
 
 if TYPE_CHECKING:
     from core.broker.broker import Broker
-    from core.broker.consumer.manager import ConsumerManager
+    from core.broker.consumer.router import GroupRouter
 
 
 def broker_of(request: Request) -> Broker:
@@ -18,9 +18,10 @@ def broker_of(request: Request) -> Broker:
     return broker
 
 
-def consumers_of(request: Request) -> ConsumerManager:
-    manager: ConsumerManager = request.app.state.broker.consumers
-    return manager
+def consumers_of(request: Request) -> GroupRouter:
+    """Consumer instances and groups, each served by its coordinator (any broker)."""
+    groups: GroupRouter = request.app.state.broker.groups
+    return groups
 
 
 def render_cache_of(request: Request) -> RenderCache:

@@ -29,6 +29,15 @@ class FranzError(Exception):
         """The most specific registered class for a Kafka error code."""
         return _registry().get(code, FranzError)
 
+    @classmethod
+    def for_name(cls, name: str, code: int) -> type[FranzError]:
+        """The class called ``name`` when it is a FranzError (several share a Kafka
+        code: the internal API carries the exact one), else ``for_code(code)``."""
+        for sub in _all_subclasses(FranzError):
+            if sub.__name__ == name:
+                return sub
+        return cls.for_code(code)
+
 
 def _all_subclasses(cls: type[FranzError]) -> list[type[FranzError]]:
     out: list[type[FranzError]] = []

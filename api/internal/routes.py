@@ -25,7 +25,8 @@ OCTET = "application/octet-stream"
 
 
 def _error(exc: FranzError) -> Response:
-    return Response(orjson.dumps({"kafka_error_code": exc.error_code, "message": exc.message}),
+    return Response(orjson.dumps({"kafka_error_code": exc.error_code,
+                                  "error_class": type(exc).__name__, "message": exc.message}),
                     status_code=409, media_type="application/json")
 
 
@@ -93,6 +94,18 @@ async def replicas(request: Request) -> Response:
             "log_end_offset": p.log.log_end_offset}
            for tp, p in broker.local_replicas()]
     return Response(orjson.dumps(out), media_type="application/json")
+
+
+@router.post("/groups/{op}")
+async def group_call(request: Request, op: str) -> Response:
+    """A consumer-group call for a group this broker coordinates (served here, never
+    forwarded again; ``core.broker.consumer.wire``)."""
+    broker = broker_of(request)
+    try:
+        body = await broker.serve_group_call(op, await request.body())
+    except FranzError as exc:
+        return _error(exc)
+    return Response(body, media_type=OCTET)
 
 
 @router.post("/controlled_shutdown")

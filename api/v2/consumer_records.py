@@ -124,7 +124,7 @@ async def read_records(group: str, instance: str, request: Request) -> Response:
     q = RECORDS_QUERY.parse(request)
     timeout, max_bytes = q.get("timeout"), q.get("max_bytes")
     consumers = consumers_of(request)
-    info = consumers.get(group, instance)
+    info = await consumers.get(group, instance)
     fmt, media = records_format(request.headers.get("accept"), instance_format(info))
     binary = fmt is EmbeddedFormat.BINARY
     polled = await consumers.poll(

@@ -14,6 +14,7 @@ of them sees the ``Broker`` facade:
     Producer(router)                                   records -> batches -> appends
     ReplicaGroupBackend(replica manager, router, cache, batch cache)
     ConsumerManager(group backend)                     the group coordinator inside
+    GroupRouter(consumer manager, cache, client)       group calls to their coordinator
     TopicAdmin(controller, cache, sync, consumers.on_topics_changed)
 
 The choice of metadata store backend and of the cluster client is the caller's
@@ -30,6 +31,7 @@ from core.broker.cluster.router import ForwardingClient, Router
 from core.broker.cluster.topic_stats import BrokerTopicStats
 from core.broker.config import BrokerConfig
 from core.broker.consumer.manager import ConsumerManager
+from core.broker.consumer.router import GroupCallClient, GroupRouter
 from core.broker.controller.controlled_shutdown import ControlledShutdown, ShutdownClient
 from core.broker.controller.controller import Controller
 from core.broker.group.backend import ReplicaGroupBackend
@@ -46,7 +48,8 @@ from core.storage.config import LogConfig
 from core.storage.log_manager import LogManager
 
 
-class ClusterClient(ForwardingClient, ReplicaFetchClient, ShutdownClient, Protocol):
+class ClusterClient(ForwardingClient, ReplicaFetchClient, ShutdownClient, GroupCallClient,
+                    Protocol):
     """Every call a broker makes to the others (``core.broker.cluster.client``)."""
 
     async def close(self) -> None: ...
@@ -111,6 +114,7 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
         offsets_topic_partitions=int(config["offsets.topic.num.partitions"]),
         commit_timeout_ms=int(config["offsets.commit.timeout.ms"]))
     consumers = ConsumerManager(backend, config=config, clock=clock)
+    groups = GroupRouter(broker_id, consumers, cache, batches, cluster_client)
     admin = TopicAdmin(
         controller, cache, sync, log_defaults=config.log_defaults,
         default_partitions=config["num.partitions"],
@@ -124,5 +128,6 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
     return Broker(BrokerParts(
         config=config, clock=clock, store=store, cache=cache, log_manager=log_manager,
         replicas=replicas, sync=sync, controller=controller, shutdown=shutdown, router=router,
-        producer=Producer(router), admin=admin, consumers=consumers, batches=batches,
+        producer=Producer(router), admin=admin, consumers=consumers, groups=groups,
+        batches=batches,
         topic_stats=stats, cluster_client=cluster_client))

@@ -7,9 +7,11 @@ through their constructors) and delegates every call to the part that owns it:
   forward to the leader) -> ``replica.manager.ReplicaManager`` -> ``Partition`` ->
   the log (``core.storage``);
 - topics and configs -> ``admin.topic_admin.TopicAdmin`` -> ``controller.Controller``;
-- consumer instances and groups -> ``consumer.manager.ConsumerManager`` (``consumers``);
-- calls of the internal API (``local_*``, ``replica_fetch``) -> the replica manager
-  and the controller, never forwarded again.
+- consumer instances and groups -> ``consumer.router.GroupRouter`` (``groups``): the
+  group's coordinator, this broker's ``consumer.manager.ConsumerManager``
+  (``consumers``) or another broker's over the internal API;
+- calls of the internal API (``local_*``, ``replica_fetch``, ``serve_group_call``) ->
+  the replica manager, the consumer manager and the controller, never forwarded again.
 
 It also owns the lifecycle (``start`` / ``stop``, in Kafka's order), the reaction to
 metadata events, and the periodic maintenance (flush, retention, compaction,
@@ -32,10 +34,11 @@ from core.broker.cluster.router import FetchedData, Router
 from core.broker.cluster.topic_stats import BrokerTopicStats
 from core.broker.config import BrokerConfig
 from core.broker.consumer.manager import ConsumerManager
+from core.broker.consumer.router import GroupRouter
+from core.broker.consumer.wire import serve_call
 from core.broker.controller.controlled_shutdown import ControlledShutdown
 from core.broker.controller.controller import Controller
 from core.broker.errors import NotControllerError, TopicAlreadyExistsError, UnknownTopicError
-from core.broker.group.hashing import coordinator_partition
 from core.broker.metadata.cache import MetadataCache, TopicMetadata
 from core.broker.metadata.store import (
     BrokerIdInUseError,
@@ -51,7 +54,6 @@ from core.broker.replica.manager import ReplicaManager
 from core.broker.replica.metadata_sync import MetadataSync
 from core.broker.replica.partition import Partition
 from core.broker.types import (
-    OFFSETS_TOPIC,
     BrokerInfo,
     PartitionOffsets,
     ProduceRecord,
@@ -93,6 +95,7 @@ class BrokerParts:
     producer: Producer
     admin: TopicAdmin
     consumers: ConsumerManager
+    groups: GroupRouter
     batches: BatchCache
     topic_stats: BrokerTopicStats
     cluster_client: Closeable | None  # closed last, after the fetchers stopped
@@ -110,7 +113,8 @@ class Broker:
         self.log_manager = parts.log_manager
         self.replica_manager = parts.replicas
         self.controller = parts.controller
-        self.consumers = parts.consumers
+        self.consumers = parts.consumers  # the groups coordinated here
+        self.groups = parts.groups  # every group, served by its coordinator
         self.batches = parts.batches
         self.topic_stats = parts.topic_stats
         self._sync = parts.sync
@@ -192,19 +196,6 @@ class Broker:
     async def _refresh_brokers_and_offsets_topic(self) -> None:
         await self._sync.refresh_brokers()
         await self._admin.ensure_offsets_topic()
-
-    def coordinator_address(self, group: str) -> Address | None:
-        """Host and port of the broker coordinating ``group`` (the leader of its
-        ``__consumer_offsets`` partition) when that is another live broker; None when it
-        is this broker, or unknown (this broker then answers, e.g. NOT_COORDINATOR)."""
-        meta = self.cache.topic(OFFSETS_TOPIC)
-        if meta is None:
-            return None
-        leader = self.cache.leader_of(OFFSETS_TOPIC,
-                                      coordinator_partition(group, meta.num_partitions))
-        if leader < 0 or leader == self.broker_id:
-            return None
-        return self.cache.address_of(leader)
 
     # --- topics and configs -------------------------------------------------------------
 
@@ -324,6 +315,11 @@ class Broker:
     def local_replicas(self) -> list[tuple[TopicPartition, Partition]]:
         """This broker's replicas, sorted (for tests and operators)."""
         return sorted(self.replica_manager.partitions.items())
+
+    async def serve_group_call(self, op: str, body: bytes) -> bytes:
+        """A consumer-group call forwarded by another broker, for a group coordinated
+        here: run on this broker's ConsumerManager (``core.broker.consumer.wire``)."""
+        return await serve_call(self.consumers, op, body)
 
     async def controlled_shutdown_of(self, broker_id: int) -> int:
         """As the active controller: move leadership away from ``broker_id``; how many

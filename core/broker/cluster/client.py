@@ -12,9 +12,11 @@ Routes (``api/internal``, mounted under ``/internal/v1``, hidden from OpenAPI):
                                             log_start_offset, high_watermark, log_end_offset}
                                             + the batches
     GET  /offsets?topic=&partition=         JSON {log_start_offset, high_watermark, log_end_offset}
+    POST /groups/{op}                       a consumer-group call for the coordinator
+                                            (``core.broker.consumer.wire``)
 
-A failed call answers a non-2xx status with ``{"kafka_error_code": N, "message": ...}``;
-it is raised here as the domain error of that Kafka code (``FranzError.for_code``).
+A failed call answers a non-2xx status with ``{"kafka_error_code": N, "error_class":
+name, "message": ...}``; it is raised here as that domain error (``FranzError.for_name``).
 Transport failures (refused, reset, timeouts) become ``BrokerNotAvailableError``; a
 read timeout after the request was sent becomes ``RequestTimedOutError`` (the call may
 have taken effect). One keep-alive ``httpx.AsyncClient`` per destination broker; the
@@ -130,6 +132,13 @@ class HttpClusterClient:
         d = orjson.loads(resp.content)
         return PartitionOffsets(d["log_start_offset"], d["high_watermark"], d["log_end_offset"])
 
+    async def group_call(self, address: Address, op: str, body: bytes, *,
+                         timeout_s: float) -> bytes:
+        resp = await self._send(address, "POST", f"/groups/{op}", content=body,
+                                headers={"content-type": "application/octet-stream"},
+                                extra_timeout_s=max(0.0, timeout_s - self._timeout_s))
+        return resp.content
+
     async def controlled_shutdown(self, address: Address, broker_id: int) -> int:
         resp = await self._send(address, "POST", "/controlled_shutdown",
                                 params={"broker_id": broker_id})
@@ -153,7 +162,8 @@ def _error_of_body(status: int, body: bytes) -> FranzError:
     try:
         doc = orjson.loads(body)
         code, message = int(doc["kafka_error_code"]), str(doc.get("message", ""))
+        name = str(doc.get("error_class", ""))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return BrokerNotAvailableError(f"internal call failed with HTTP {status}: "
                                        f"{body[:200].decode('utf-8', 'replace')}")
-    return FranzError.for_code(code)(message)
+    return FranzError.for_name(name, code)(message)
