@@ -1,3 +1,4 @@
-"""Calls to the other brokers of the cluster over their internal HTTP API: ``client``
-(every internal call, errors translated into domain errors) and ``replica_http`` (the
-lean keep-alive poster of the follower fetch loop)."""
+"""This broker in its cluster: ``router`` (serve a partition call here or forward it to
+the leader), ``client`` (every call to another broker's internal API, errors translated
+into domain errors), ``keepalive_http`` (the lean keep-alive HTTP/1.1 client all of those
+calls go through) and ``topic_stats`` (client traffic per topic)."""

@@ -1,5 +1,5 @@
-"""Calls from this broker to another broker's internal API (httpx; the follower fetch
-through the lean ``core.broker.cluster.replica_http``).
+"""Calls from this broker to another broker's internal API, all through one lean
+keep-alive HTTP/1.1 client (``core.broker.cluster.keepalive_http``).
 
 Routes (``api/internal``, mounted under ``/internal/v1``, hidden from OpenAPI):
 
@@ -14,25 +14,25 @@ Routes (``api/internal``, mounted under ``/internal/v1``, hidden from OpenAPI):
     GET  /offsets?topic=&partition=         JSON {log_start_offset, high_watermark, log_end_offset}
     POST /groups/{op}                       a consumer-group call for the coordinator
                                             (``core.broker.consumer.wire``)
+    POST /controlled_shutdown?broker_id=    JSON {remaining}: asked of the controller
 
 A failed call answers a non-2xx status with ``{"kafka_error_code": N, "error_class":
 name, "message": ...}``; it is raised here as that domain error (``FranzError.for_name``).
 Transport failures (refused, reset, timeouts) become ``BrokerNotAvailableError``; a
 read timeout after the request was sent becomes ``RequestTimedOutError`` (the call may
-have taken effect). One keep-alive ``httpx.AsyncClient`` per destination broker; the
-replica fetch, sent on every acks=all round trip, uses ``KeepAlivePoster`` instead.
+have taken effect).
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Any
+from collections.abc import Mapping
+from urllib.parse import urlencode
 
-import httpx
 import orjson
 
-from core.broker.cluster.replica_http import KeepAlivePoster
-from core.broker.errors import BrokerNotAvailableError, RequestTimedOutError
+from core.broker.cluster.keepalive_http import KeepAliveClient
+from core.broker.errors import BrokerNotAvailableError
 from core.broker.replica.fetch_wire import (
     ReplicaFetchRequest,
     ReplicaFetchResult,
@@ -54,46 +54,25 @@ class HttpClusterClient:
 
     def __init__(self, *, timeout_s: float = 30.0) -> None:
         self._timeout_s = timeout_s
-        self._clients: dict[Address, httpx.AsyncClient] = {}
-        self._poster = KeepAlivePoster(connect_timeout_s=min(5.0, timeout_s))
-
-    def _client(self, address: Address) -> httpx.AsyncClient:
-        client = self._clients.get(address)
-        if client is None:
-            host, port = address
-            client = httpx.AsyncClient(
-                base_url=f"http://{host}:{port}{PREFIX}",
-                timeout=httpx.Timeout(self._timeout_s, connect=min(5.0, self._timeout_s)),
-                limits=httpx.Limits(max_keepalive_connections=16, max_connections=64))
-            self._clients[address] = client
-        return client
+        self._http = KeepAliveClient(connect_timeout_s=min(5.0, timeout_s))
 
     async def close(self) -> None:
-        await self._poster.close()
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            await client.aclose()
+        await self._http.close()
 
-    async def _send(self, address: Address, method: str, path: str, *, extra_timeout_s: float = 0.0,
-                    **kwargs: Any) -> httpx.Response:
-        client = self._client(address)
-        timeout = httpx.Timeout(self._timeout_s + extra_timeout_s, connect=min(5.0, self._timeout_s))
-        try:
-            resp = await client.request(method, path, timeout=timeout, **kwargs)
-        except httpx.ReadTimeout as exc:
-            raise RequestTimedOutError(f"broker {address[0]}:{address[1]} did not answer {path} "
-                                       "in time") from exc
-        except httpx.TransportError as exc:
-            raise BrokerNotAvailableError(
-                f"broker {address[0]}:{address[1]} is not reachable: {type(exc).__name__} {exc}"
-            ) from exc
-        if resp.status_code >= 300:
-            raise _error_of(resp)
-        return resp
+    async def _send(self, address: Address, method: str, path: str, *, body: bytes = b"",
+                    params: Mapping[str, object] | None = None,
+                    content_type: str = "application/octet-stream",
+                    extra_timeout_s: float = 0.0) -> bytes:
+        target = PREFIX + path + (f"?{urlencode(params)}" if params else "")
+        status, answer = await self._http.request(
+            method, address, target, body, content_type, self._timeout_s + extra_timeout_s)
+        if status >= 300:
+            raise _error_of_body(status, answer)
+        return answer
 
     async def replica_fetch(self, address: Address, req: ReplicaFetchRequest) -> list[ReplicaFetchResult]:
         # the follower loop's call, on every acks=all round trip: the lean client
-        status, body = await self._poster.post(
+        status, body = await self._http.post(
             address, PREFIX + "/replica/fetch", encode_request(req), "application/json",
             self._timeout_s + req.max_wait_ms / 1000)
         if status >= 300:
@@ -105,44 +84,40 @@ class HttpClusterClient:
 
     async def append(self, address: Address, topic: str, partition: int, data: bytes, *,
                      acks: int, timeout_ms: int) -> AppendInfo:
-        resp = await self._send(
-            address, "POST", "/append", content=bytes(data),
+        answer = await self._send(
+            address, "POST", "/append", body=bytes(data),
             params={"topic": topic, "partition": partition, "acks": acks, "timeout_ms": timeout_ms},
-            headers={"content-type": "application/octet-stream"}, extra_timeout_s=timeout_ms / 1000)
-        d = orjson.loads(resp.content)
+            extra_timeout_s=timeout_ms / 1000)
+        d = orjson.loads(answer)
         return AppendInfo(d["first_offset"], d["last_offset"], d.get("max_timestamp", -1),
                           d.get("log_append_time", -1), d.get("num_records", 0), d.get("size", 0),
                           d.get("log_start_offset", 0))
 
     async def fetch(self, address: Address, topic: str, partition: int, offset: int, *,
                     max_bytes: int, max_wait_ms: int) -> tuple[FetchData, PartitionOffsets]:
-        resp = await self._send(
+        body = await self._send(
             address, "GET", "/fetch", extra_timeout_s=max_wait_ms / 1000,
             params={"topic": topic, "partition": partition, "offset": offset,
                     "max_bytes": max_bytes, "max_wait_ms": max_wait_ms})
-        body = resp.content
         (n,) = _LEN.unpack_from(body, 0)
         h = orjson.loads(body[_LEN.size:_LEN.size + n])
         data = FetchData(body[_LEN.size + n:], h["first_offset"], h["high_offset"])
         return data, PartitionOffsets(h["log_start_offset"], h["high_watermark"], h["log_end_offset"])
 
     async def offsets(self, address: Address, topic: str, partition: int) -> PartitionOffsets:
-        resp = await self._send(address, "GET", "/offsets",
-                                params={"topic": topic, "partition": partition})
-        d = orjson.loads(resp.content)
+        d = orjson.loads(await self._send(address, "GET", "/offsets",
+                                          params={"topic": topic, "partition": partition}))
         return PartitionOffsets(d["log_start_offset"], d["high_watermark"], d["log_end_offset"])
 
     async def group_call(self, address: Address, op: str, body: bytes, *,
                          timeout_s: float) -> bytes:
-        resp = await self._send(address, "POST", f"/groups/{op}", content=body,
-                                headers={"content-type": "application/octet-stream"},
+        return await self._send(address, "POST", f"/groups/{op}", body=body,
                                 extra_timeout_s=max(0.0, timeout_s - self._timeout_s))
-        return resp.content
 
     async def controlled_shutdown(self, address: Address, broker_id: int) -> int:
-        resp = await self._send(address, "POST", "/controlled_shutdown",
-                                params={"broker_id": broker_id})
-        return int(orjson.loads(resp.content)["remaining"])
+        answer = await self._send(address, "POST", "/controlled_shutdown",
+                                  params={"broker_id": broker_id})
+        return int(orjson.loads(answer)["remaining"])
 
 
 def encode_fetch(data: FetchData, offsets: PartitionOffsets) -> bytes:
@@ -152,10 +127,6 @@ def encode_fetch(data: FetchData, offsets: PartitionOffsets) -> bytes:
                            "high_watermark": offsets.high_watermark,
                            "log_end_offset": offsets.log_end_offset})
     return b"".join([_LEN.pack(len(header)), header, bytes(data.data)])
-
-
-def _error_of(resp: httpx.Response) -> FranzError:
-    return _error_of_body(resp.status_code, resp.content)
 
 
 def _error_of_body(status: int, body: bytes) -> FranzError:

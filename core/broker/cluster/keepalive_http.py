@@ -1,8 +1,8 @@
-"""A lean keep-alive HTTP/1.1 POST for the follower fetch loop.
+"""The lean keep-alive HTTP/1.1 client of every call between brokers.
 
 Every follower sends a replica fetch to its leader as soon as the previous one answered,
 so the client's own cost is paid on every round trip of acks=all: httpx spent about a
-third of a follower's CPU on it. This client does only what that call needs: one
+third of a follower's CPU on it. This client does only what the internal API needs: one
 request at a time per connection, a body with Content-Length both ways, connections
 kept and reused, and any doubt (a closed connection, a malformed answer, a timeout)
 closing the connection so the next call starts clean. Errors are the cluster client's:
@@ -31,9 +31,10 @@ class _Conn:
             self.writer.close()
 
 
-class KeepAlivePoster:
-    """``await post(address, path, body, content_type, timeout_s) -> (status, body)``;
-    idle connections are kept per address. Event-loop only; ``close()`` at the end."""
+class KeepAliveClient:
+    """``await request(method, address, path, body, content_type, timeout_s) -> (status,
+    body)``; idle connections are kept per address. Event-loop only; ``close()`` at the
+    end."""
 
     def __init__(self, *, connect_timeout_s: float = 5.0) -> None:
         self._idle: dict[Address, list[_Conn]] = {}
@@ -41,8 +42,12 @@ class KeepAlivePoster:
 
     async def post(self, address: Address, path: str, body: bytes, content_type: str,
                    timeout_s: float) -> tuple[int, bytes]:
+        return await self.request("POST", address, path, body, content_type, timeout_s)
+
+    async def request(self, method: str, address: Address, path: str, body: bytes,
+                      content_type: str, timeout_s: float) -> tuple[int, bytes]:
         conn = await self._take(address)
-        head = (f"POST {path} HTTP/1.1\r\nHost: {address[0]}:{address[1]}\r\n"
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {address[0]}:{address[1]}\r\n"
                 f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
         try:
             conn.writer.write(head + body)
