@@ -130,33 +130,21 @@ async def _read_binary(
     """The binary format from per-batch JSON renderings (each batch rendered once while
     it stays in the broker's batch cache, then sliced: ``api.render_cache``); the same
     answer as ``Broker.fetch`` + ``render_records``."""
-    got = await broker.fetch_raw(topic, partition, offset, max_bytes=max_bytes,
-                                 max_wait_ms=timeout)
-    data, offsets = got.data, got.offsets
-    hw = offsets.high_watermark
-    body, n, last = b"[]", 0, -1
-    if data.data:
-        # rendered once per fetched batch (api.render_cache), then sliced
-        parts: list[bytes] = []
-        extend = parts.extend
-        left = count if count is not None else 1 << 62
-        for batch, lo, hi in broker.batches.chunks(topic, partition, data.data, min_offset=offset,
-                                          max_offset=hw):
-            hi = min(hi, lo + left)
-            frags = cached_binary_fragments(cache, topic, partition, batch)
-            extend(frags if lo == 0 and hi == len(frags) else frags[lo:hi])
-            left -= hi - lo
-            last = batch.offsets[hi - 1]
-            if left <= 0:
-                break
-        n = len(parts)
-        if n:
-            body = b"[" + b",".join(parts) + b"]"
-    if n:
-        next_offset = last + 1
-    elif data.data:  # compacted gap: skip past the batches read
-        next_offset = max(offset, min(data.high_offset, hw))
-    else:
-        next_offset = offset
-    return Response(body, media_type=media,
-                    headers=_headers(next_offset, hw, offsets.log_start_offset))
+    result = await broker.fetch(topic, partition, offset, max_bytes=max_bytes,
+                                max_wait_ms=timeout)
+    # rendered once per fetched batch (api.render_cache), then sliced
+    parts: list[bytes] = []
+    extend = parts.extend
+    left = count if count is not None else 1 << 62
+    next_offset = result.next_offset
+    for batch, lo, hi in result.chunks:
+        hi = min(hi, lo + left)
+        frags = cached_binary_fragments(cache, topic, partition, batch)
+        extend(frags if lo == 0 and hi == len(frags) else frags[lo:hi])
+        left -= hi - lo
+        if left <= 0:  # cut by count: the next read starts after the last record sent
+            next_offset = batch.offsets[hi - 1] + 1
+            break
+    body = b"[" + b",".join(parts) + b"]"
+    return Response(body, media_type=media, headers=_headers(
+        next_offset, result.high_watermark, result.log_start_offset))

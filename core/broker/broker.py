@@ -30,7 +30,7 @@ from typing import Protocol
 
 from core.broker.admin.broker_configs import broker_config_entries
 from core.broker.admin.topic_admin import TopicAdmin
-from core.broker.cluster.router import FetchedData, Router
+from core.broker.cluster.router import Router
 from core.broker.cluster.topic_stats import BrokerTopicStats
 from core.broker.config import BrokerConfig
 from core.broker.consumer.manager import ConsumerManager
@@ -271,17 +271,12 @@ class Broker:
             await self._admin.create_topic(topic)
         return self._admin.topic_metadata(topic)
 
-    async def fetch_raw(self, topic: str, partition: int, offset: int, *, max_bytes: int,
-                        max_wait_ms: int = 0) -> FetchedData:
-        """Whole batches as bytes below the HW, with the leader's offsets."""
-        tp = self.cache.existing_partition(topic, partition)
-        return await self._router.fetch(tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
-
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,
                     max_wait_ms: int = 0) -> FetchResult:
-        """Records from ``offset`` below the HW, as ranges of fetched batches."""
-        got = await self.fetch_raw(topic, partition, offset, max_bytes=max_bytes,
-                                   max_wait_ms=max_wait_ms)
+        """Records from ``offset`` below the HW (waiting up to ``max_wait_ms`` for some),
+        as ranges of the fetched batches, with the leader's offsets."""
+        tp = self.cache.existing_partition(topic, partition)
+        got = await self._router.fetch(tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
         return self.batches.fetch_result(
             topic, partition, offset, got.data, high_watermark=got.offsets.high_watermark,
             log_start_offset=got.offsets.log_start_offset)

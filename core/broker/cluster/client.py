@@ -44,6 +44,7 @@ from core.errors import FranzError
 from core.storage.log import AppendInfo, FetchData
 
 PREFIX = "/internal/v1"
+BINARY = "application/octet-stream"  # every internal body: our own framing
 _LEN = struct.Struct(">i")
 
 Address = tuple[str, int]
@@ -61,7 +62,7 @@ class HttpClusterClient:
 
     async def _send(self, address: Address, method: str, path: str, *, body: bytes = b"",
                     params: Mapping[str, object] | None = None,
-                    content_type: str = "application/octet-stream",
+                    content_type: str = BINARY,
                     extra_timeout_s: float = 0.0) -> bytes:
         target = PREFIX + path + (f"?{urlencode(params)}" if params else "")
         status, answer = await self._http.request(
@@ -73,7 +74,7 @@ class HttpClusterClient:
     async def replica_fetch(self, address: Address, req: ReplicaFetchRequest) -> list[ReplicaFetchResult]:
         # the follower loop's call, on every acks=all round trip: the lean client
         status, body = await self._http.post(
-            address, PREFIX + "/replica/fetch", encode_request(req), "application/json",
+            address, PREFIX + "/replica/fetch", encode_request(req), BINARY,
             self._timeout_s + req.max_wait_ms / 1000)
         if status >= 300:
             raise _error_of_body(status, body)

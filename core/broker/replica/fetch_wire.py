@@ -1,16 +1,16 @@
 """Binary framing of the internal (broker-to-broker) replica fetch, shared by the
 client adapter (``core.broker.cluster.client``) and ``api/internal``.
 
-Request (``POST /internal/v1/replica/fetch``, JSON)::
+Request (``POST /internal/v1/replica/fetch``, a JSON body)::
 
     {"replica_id": 2, "max_wait_ms": 500, "max_bytes": 10485760,
      "partitions": [{"topic": "t", "partition": 0, "fetch_offset": 42,
                      "leader_epoch": 3, "last_fetched_epoch": 2, "max_bytes": 1048576}]}
 
-Response (``application/octet-stream``)::
+Response (binary)::
 
     int32 (big endian)   N = length of the JSON header
-    N bytes              {"partitions": [{"topic", "partition", "error_code",
+    N bytes              {"partitions": [{"topic", "partition", "kafka_error",
                           "high_watermark", "log_start_offset", "log_end_offset",
                           "diverging_epoch": null | {"epoch": E, "end_offset": O},
                           "size": S}, ...]}
@@ -90,7 +90,7 @@ def decode_request(body: bytes) -> ReplicaFetchRequest:
 
 def encode_response(results: list[ReplicaFetchResult]) -> bytes:
     header = orjson.dumps({"partitions": [{
-        "topic": r.topic, "partition": r.partition, "error_code": r.error_code,
+        "topic": r.topic, "partition": r.partition, "kafka_error": r.error_code,
         "high_watermark": r.high_watermark, "log_start_offset": r.log_start_offset,
         "log_end_offset": r.log_end_offset,
         "diverging_epoch": None if r.diverging_epoch is None else
@@ -115,7 +115,7 @@ def decode_response(body: bytes) -> list[ReplicaFetchResult]:
             raise ValueError("replica fetch response records run past the body")
         div = h.get("diverging_epoch")
         out.append(ReplicaFetchResult(
-            h["topic"], int(h["partition"]), int(h["error_code"]), int(h["high_watermark"]),
+            h["topic"], int(h["partition"]), int(h["kafka_error"]), int(h["high_watermark"]),
             int(h["log_start_offset"]), int(h["log_end_offset"]),
             None if div is None else (int(div["epoch"]), int(div["end_offset"])),
             bytes(view[pos:pos + size])))
