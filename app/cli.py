@@ -36,13 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="any broker property, e.g. --override replica.lag.time.max.ms=2000")
     broker.add_argument("--log-level", default="INFO")
-    add_admin_commands(sub)  # topics, consumer-groups, produce, consume (app/commands)
+    add_admin_commands(sub)  # the admin commands and bench (app/commands)
     return parser
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from app.server import run  # noqa: PLC0415  (keep `franz --help` fast)
+    # The dispatch point of `franz serve` / `franz broker`: the server (FastAPI, uvicorn,
+    # the broker) is imported only here, so `franz --help` and the admin commands stay fast.
+    from app.server import run  # noqa: PLC0415
     from app.settings import load_config  # noqa: PLC0415
+    from core.broker.metadata.store import BrokerIdInUseError  # noqa: PLC0415
 
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -61,8 +64,6 @@ def _serve(args: argparse.Namespace) -> int:
     if args.command == "broker" and not config["zookeeper.connect"]:
         print("franz broker: needs --zookeeper or zookeeper.connect in --config", file=sys.stderr)
         return 2
-    from core.broker.metadata.store import BrokerIdInUseError  # noqa: PLC0415
-
     try:
         run(config)
     except BrokerIdInUseError as exc:  # already logged by the broker; no traceback
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "version":
-        from importlib.metadata import version  # noqa: PLC0415
+        from importlib.metadata import version  # noqa: PLC0415  (only for `franz version`)
 
         print(version("franz"))
         return 0

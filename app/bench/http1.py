@@ -14,6 +14,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import httpx
+
 BINARY = "application/vnd.kafka.binary.v2+json"
 V2 = "application/vnd.kafka.v2+json"
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -103,8 +105,6 @@ class HttpxConn:
     """The same interface over one httpx.AsyncClient with one keep-alive connection."""
 
     def __init__(self, host: str, port: int) -> None:
-        import httpx  # noqa: PLC0415
-
         self.base = f"http://{host}:{port}"
         self.client = httpx.AsyncClient(
             base_url=self.base,

@@ -1,20 +1,43 @@
 """The load runs behind ``franz bench``: closed-loop produce and consume, the end-to-end
 latency run and the ceiling servers' cases, each against a ``Target`` over keep-alive
 HTTP/1.1 connections (``app.bench.http1``), returning a JSON-ready result. The command
-line, topic set-up and output are in ``app.commands.bench``, which imports this module
-only when a benchmark runs.
+line, topic set-up and output are in ``app.commands.bench``; this module is imported
+only when a benchmark runs (by it, never by ``franz --help``), so it imports the
+generator at its top.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from app.bench.workloads import LoadResult, Target
+import orjson
+
+from app.bench.http1 import BINARY, V2, RawConn, Req, free_port
+from app.bench.progress import ProgressLine
+from app.bench.workloads import (
+    BenchError,
+    Budget,
+    LoadResult,
+    Target,
+    close_all,
+    closed_loop,
+    e2e_latency,
+    open_conns,
+    paced_load,
+    produce_body,
+    produce_req,
+    spawn,
+    stop,
+    wait_ready,
+)
 
 
 def progress_enabled(args: argparse.Namespace) -> bool:
@@ -36,17 +59,6 @@ async def produce_load(target: Target, path: str, *, records: int, batch: int, s
                        connections: int, warmup: float, duration: float, progress: bool,
                        label: str = "produce") -> dict[str, Any]:
     """Closed-loop produce of at most ``records`` records to ``path``."""
-    from app.bench.progress import ProgressLine  # noqa: PLC0415
-    from app.bench.workloads import (  # noqa: PLC0415
-        BenchError,
-        LoadResult,
-        close_all,
-        closed_loop,
-        open_conns,
-        produce_body,
-        produce_req,
-    )
-
     full = produce_req(path, produce_body(batch, size))
     left = records
     record_errors = 0
@@ -63,8 +75,6 @@ async def produce_load(target: Target, path: str, *, records: int, batch: int, s
 
     async def on_resp(_i: int, req: Any, resp: Any) -> tuple[int, int]:
         nonlocal checked, record_errors, first_error
-        import orjson  # noqa: PLC0415
-
         body = resp[2]
         n = req.body.count(b'"value":')
         ok = body.count(b'"error_code":null')
@@ -127,16 +137,6 @@ def plan_stretches(offsets: dict[int, tuple[int, int]], records: int, connection
 async def consume_load(target: Target, topic: str, plan: list[list[tuple[int, int, int]]], *,
                        batch: int, size: int, warmup: float, duration: float,
                        progress: bool) -> dict[str, Any]:
-    from app.bench.http1 import BINARY, Req  # noqa: PLC0415
-    from app.bench.progress import ProgressLine  # noqa: PLC0415
-    from app.bench.workloads import (  # noqa: PLC0415
-        BenchError,
-        LoadResult,
-        close_all,
-        closed_loop,
-        open_conns,
-    )
-
     plan = [stretches for stretches in plan if stretches]
     t = quote(topic, safe="")
     max_bytes = batch * size
@@ -163,8 +163,6 @@ async def consume_load(target: Target, topic: str, plan: list[list[tuple[int, in
 
     async def on_resp(i: int, _req: Any, resp: Any) -> tuple[int, int]:
         nonlocal checked
-        import orjson  # noqa: PLC0415
-
         body = resp[2]
         if not checked:
             rows = orjson.loads(body)
@@ -194,11 +192,6 @@ async def consume_load(target: Target, topic: str, plan: list[list[tuple[int, in
 
 async def _new_instance(conn: Any, group: str, topic: str) -> str:
     """A binary consumer instance assigned partition 0 of ``topic``, at its end."""
-    import orjson  # noqa: PLC0415
-
-    from app.bench.http1 import V2, Req  # noqa: PLC0415
-    from app.bench.workloads import BenchError  # noqa: PLC0415
-
     cfg = {"format": "binary", "auto.offset.reset": "latest", "auto.commit.enable": "false"}
     status, _h, body = await conn.send(Req("POST", f"/consumers/{quote(group, safe='')}",
                                            orjson.dumps(cfg),
@@ -216,17 +209,6 @@ async def _new_instance(conn: Any, group: str, topic: str) -> str:
 async def e2e_run(target: Target, topic: str, *, samples: int, gap_s: float, duration: float,
                   load_fraction: float, load_rate: float | None, calibrate: float, batch: int,
                   size: int, connections: int, progress: bool, group: str) -> dict[str, Any]:
-    import asyncio  # noqa: PLC0415
-
-    from app.bench.http1 import BINARY, V2, RawConn, Req  # noqa: PLC0415
-    from app.bench.progress import ProgressLine  # noqa: PLC0415
-    from app.bench.workloads import (  # noqa: PLC0415
-        e2e_latency,
-        paced_load,
-        produce_body,
-        produce_req,
-    )
-
     t = quote(topic, safe="")
     load_path = f"/topics/{quote(topic + '-load', safe='')}"
     calibration: dict[str, Any] | None = None
@@ -277,24 +259,6 @@ async def e2e_run(target: Target, topic: str, *, samples: int, gap_s: float, dur
     return out
 
 async def ceiling_run(args: argparse.Namespace) -> dict[str, Any]:
-    import shutil  # noqa: PLC0415
-    import tempfile  # noqa: PLC0415
-
-    from app.bench.http1 import BINARY, V2, RawConn, Req, free_port  # noqa: PLC0415
-    from app.bench.progress import ProgressLine  # noqa: PLC0415
-    from app.bench.workloads import (  # noqa: PLC0415
-        Budget,
-        LoadResult,
-        Target,
-        close_all,
-        closed_loop,
-        e2e_latency,
-        open_conns,
-        spawn,
-        stop,
-        wait_ready,
-    )
-
     cases: list[str] = args.case_list
     tmp = Path(tempfile.mkdtemp(prefix="franz-ceiling-"))
     procs = []
@@ -330,8 +294,6 @@ async def ceiling_run(args: argparse.Namespace) -> dict[str, Any]:
         out: dict[str, Any] = {}
         echo = None
         if "echo" in cases:
-            from app.bench.workloads import produce_body  # noqa: PLC0415
-
             echo = produce_body(args.batch, args.record_size)
 
         async def load(name: str, target: Target, req: Req, records: int) -> dict[str, Any]:

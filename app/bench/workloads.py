@@ -29,6 +29,11 @@ from typing import Any
 
 import orjson
 
+try:
+    import uvloop
+except ImportError:  # not installed on Windows (pyproject): run_loop falls back to asyncio
+    uvloop = None  # type: ignore[assignment]
+
 from app.bench.http1 import BINARY, V2, RawConn, Req, Resp
 from app.bench.stats import latency_summary, pct
 
@@ -428,8 +433,6 @@ def machine_notes() -> dict[str, Any]:
 
 def run_loop(coro: Awaitable[Any]) -> tuple[Any, str]:
     """Run ``coro`` on uvloop when installed, else asyncio; (result, loop name)."""
-    try:
-        import uvloop  # noqa: PLC0415
-    except ImportError:
+    if uvloop is None:
         return asyncio.run(coro), "asyncio"  # type: ignore[arg-type]
     return uvloop.run(coro), "uvloop"  # type: ignore[arg-type]

@@ -10,9 +10,10 @@ shell tools; they talk to any franz server over HTTP (the v3 API where it has th
     bench            load generator: produce, consume, e2e latency, ceiling (bench.py)
 
 This module only declares the arguments (``add_admin_commands``) and dispatches
-(``run_admin_command``); each family lives in its own module, imported when it runs, so
-``franz --help`` stays fast. Exit codes: 0 done, 1 the server refused or a record
-failed, 2 bad usage or no server at the URL, 130 interrupted.
+(``run_admin_command``); each family lives in its own module (``handler``), imported
+with ``importlib`` when it runs, so ``franz --help`` stays fast and the handler modules
+import everything they need at their top. Exit codes: 0 done, 1 the server refused or a
+record failed, 2 bad usage or no server at the URL, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ import argparse
 import importlib
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 DEFAULT_BOOTSTRAP = "http://127.0.0.1:8082"
 BOOTSTRAP_ENV = "FRANZ_BOOTSTRAP_SERVER"
 EXIT_INTERRUPTED = 130
+BENCH_TOPIC = "franz-bench"
+CEILING_CASES = ("echo", "get", "tiny", "tiny_plain", "latency")
 
 
 def _common() -> argparse.ArgumentParser:
@@ -58,6 +62,27 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be within 0-1, got {value}")
     return value
 
 
@@ -171,19 +196,118 @@ def _leader_election(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(handler="app.commands.leader_election", subparser=p)
 
 
-def add_admin_commands(sub: Any) -> None:
-    """Declare ``topics``, ``consumer-groups``, ``produce`` and ``consume`` on the
-    ``franz`` subparsers."""
-    common = _common()
-    for declare in (_topics, _groups, _produce, _consume, _reassign, _leader_election):
-        declare(sub, common)
-    from app.commands.bench import add_bench_command  # noqa: PLC0415  (franz bench)
+# --- franz bench (run by app.commands.bench; the generator is app.bench) ---------------------
 
-    add_bench_command(sub, common)
+
+def _load_options(records: int) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--topic", default=BENCH_TOPIC, help=f"the topic (default {BENCH_TOPIC})")
+    p.add_argument("--records", type=_positive, default=records, metavar="N",
+                   help=f"at most N records (e2e, ceiling latency: samples) (default {records:,})")
+    p.add_argument("--record-size", type=_positive, default=100, metavar="B",
+                   help="value bytes per record (default 100)")
+    p.add_argument("--batch", type=_positive, default=1000, metavar="R",
+                   help="records per request (default 1000)")
+    p.add_argument("--connections", type=_positive, default=8, metavar="C",
+                   help="concurrent keep-alive connections (default 8)")
+    p.add_argument("--duration", type=_positive_float, default=10.0, metavar="S",
+                   help="measure for at most S seconds after the warm-up (default 10)")
+    p.add_argument("--warmup", type=_non_negative_float, default=0.0, metavar="S",
+                   help="unmeasured seconds first (default 0)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the result here")
+    p.add_argument("--progress", action="store_true",
+                   help="progress line on stderr even when it is not a terminal")
+    p.add_argument("--cpu", type=int, metavar="N", help="pin the generator to CPU N")
+    p.add_argument("--server-pid", type=int, metavar="PID",
+                   help="the server's pid, for its CPU time per request (same machine)")
+    p.add_argument("--label", default="", help="stored in the JSON result")
+    return p
+
+
+def _bench(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``franz bench produce|consume|e2e|ceiling`` (run by ``app.commands.bench``)."""
+    bench = sub.add_parser("bench", help="load-generate against franz or the ceiling servers",
+                           description="HTTP load generator: records/s, MB/s, requests/s "
+                                       "and latency percentiles (docs/cli.md).")
+    kinds = bench.add_subparsers(dest="workload", metavar="WORKLOAD", required=True)
+
+    p = kinds.add_parser("produce", parents=[common, _load_options(1_000_000)],
+                         help="closed-loop produce POSTs",
+                         description="Produce --records records, --batch per POST, over "
+                                     "--connections connections; creates the topic when "
+                                     "missing.")
+    p.add_argument("--acks", choices=("0", "1", "all"), default="1", help="default 1")
+    p.add_argument("--partitions", type=_positive, help="partitions when the topic is created")
+    p.add_argument("--config", type=_config_pair, action="append", default=[],
+                   metavar="KEY=VALUE",
+                   help="topic config when the topic is created, e.g. flush.messages=1")
+    p.set_defaults(handler="app.commands.bench", subparser=p)
+
+    p = kinds.add_parser("consume", parents=[common, _load_options(1_000_000)],
+                         help="closed-loop range reads",
+                         description="Read the last --records records of the topic (or the "
+                                     "first ones with --from-beginning), --batch per GET, "
+                                     "the connections sharing the partitions' stretches.")
+    p.add_argument("--from-beginning", action="store_true",
+                   help="read from the log start instead of near the tail")
+    p.add_argument("--preload", type=int, default=0, metavar="N",
+                   help="produce N records (--batch, --record-size) first; topic created "
+                        "when missing")
+    p.add_argument("--partitions", type=_positive, help="partitions when the topic is created")
+    p.set_defaults(handler="app.commands.bench", subparser=p)
+
+    p = kinds.add_parser("e2e", parents=[common, _load_options(1000)],
+                         help="end-to-end latency: 1-record produce -> long-polling consumer",
+                         description="--records samples: POST one record to partition 0, a "
+                                     "consumer instance long-polling the partition receives "
+                                     "it; latency = receive - send.")
+    p.add_argument("--gap-ms", type=_non_negative_float, default=2.0, metavar="MS",
+                   help="pause after each sample is received (default 2)")
+    p.add_argument("--load-fraction", type=_fraction, default=0.0, metavar="F",
+                   help="background produce (--batch, --record-size, to TOPIC-load) at F x "
+                        "the produce rate measured first (default 0: idle)")
+    p.add_argument("--load-rate", type=_positive_float, metavar="REC_PER_S",
+                   help="the max produce rate to take F of, instead of measuring it")
+    p.add_argument("--calibrate", type=_positive_float, default=3.0, metavar="S",
+                   help="seconds of the produce run that measures the max rate (default 3)")
+    p.set_defaults(handler="app.commands.bench", subparser=p)
+
+    p = kinds.add_parser("ceiling", parents=[common, _load_options(1_000_000)],
+                         help="measure the same-shape ceiling servers",
+                         description="Start the ceiling servers on loopback (python -m "
+                                     "app.bench.ceiling) and measure them with the same "
+                                     "generator: echo = raw orjson POST echo of --batch "
+                                     "records; get = GET building --batch records with "
+                                     "orjson; tiny / tiny_plain = GET {} in FastAPI / plain "
+                                     "ASGI; latency = long-poll GET woken by a POST.")
+    p.add_argument("--cases", default=",".join(CEILING_CASES),
+                   help=f"comma separated, of {', '.join(CEILING_CASES)} (default all)")
+    p.add_argument("--samples", type=_positive, default=500, help="latency samples (500)")
+    p.add_argument("--gap-ms", type=_non_negative_float, default=2.0, metavar="MS",
+                   help="pause between latency samples (default 2)")
+    p.add_argument("--server-cpu", type=int, metavar="N",
+                   help="pin the ceiling servers to CPU N (taskset)")
+    p.add_argument("--server", metavar="URL",
+                   help="use a running ceiling server (python -m app.bench.ceiling)")
+    p.add_argument("--plain-server", metavar="URL",
+                   help="use a running plain-ASGI ceiling server (--plain)")
+    p.set_defaults(handler="app.commands.bench", subparser=p)
+
+
+def add_admin_commands(sub: Any) -> None:
+    """Declare ``topics``, ``consumer-groups``, ``produce``, ``consume``,
+    ``reassign-partitions``, ``leader-election`` and ``bench`` on the ``franz``
+    subparsers."""
+    common = _common()
+    for declare in (_topics, _groups, _produce, _consume, _reassign, _leader_election, _bench):
+        declare(sub, common)
 
 
 def run_admin_command(args: argparse.Namespace) -> int:
     """Run the parsed command; errors are reported on stderr and become the exit code."""
+    # The dispatch point: the HTTP client (httpx) and the command's own module (for
+    # ``bench``, the load generator) are imported only here, when a command runs, so
+    # ``franz --help`` and the declarations above stay fast.
     from app.http_client import CliError, FranzClient, normalize_url  # noqa: PLC0415
 
     module = importlib.import_module(args.handler)

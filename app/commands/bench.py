@@ -20,170 +20,46 @@ progress line is rewritten on stderr while it runs when stderr is a terminal or 
 ``--progress``. Exit codes: 0 done, 1 the server refused or failed during the run, 2 bad
 usage or no server at the URL.
 
-Here: the command line, topic set-up and output. The runs themselves are in
-``app.bench.runs``; only the declarations live at module level (``franz --help`` stays
-fast), the generator (``app.bench``) is imported when a benchmark runs.
+Here: topic set-up, the run and its output. The arguments are declared in
+``app.commands`` (``_bench``), which names this module as the ``handler``: it is
+imported only when a benchmark runs, so it imports the generator (``app.bench``) at
+its top and ``franz --help`` stays fast. The runs themselves are in ``app.bench.runs``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import time
+from typing import Any
 from urllib.parse import quote, urlsplit
 
-if TYPE_CHECKING:
-    from app.bench.workloads import Target
-    from app.http_client import FranzClient
-
-DEFAULT_TOPIC = "franz-bench"
-CEILING_CASES = ("echo", "get", "tiny", "tiny_plain", "latency")
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be within 0-1, got {value}")
-    return value
-
-
-def _config_pair(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"needs KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
-
-
-def _load_options(records: int) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--topic", default=DEFAULT_TOPIC, help=f"the topic (default {DEFAULT_TOPIC})")
-    p.add_argument("--records", type=_positive, default=records, metavar="N",
-                   help=f"at most N records (e2e, ceiling latency: samples) (default {records:,})")
-    p.add_argument("--record-size", type=_positive, default=100, metavar="B",
-                   help="value bytes per record (default 100)")
-    p.add_argument("--batch", type=_positive, default=1000, metavar="R",
-                   help="records per request (default 1000)")
-    p.add_argument("--connections", type=_positive, default=8, metavar="C",
-                   help="concurrent keep-alive connections (default 8)")
-    p.add_argument("--duration", type=_positive_float, default=10.0, metavar="S",
-                   help="measure for at most S seconds after the warm-up (default 10)")
-    p.add_argument("--warmup", type=_non_negative_float, default=0.0, metavar="S",
-                   help="unmeasured seconds first (default 0)")
-    p.add_argument("--json", type=Path, metavar="FILE", help="also write the result here")
-    p.add_argument("--progress", action="store_true",
-                   help="progress line on stderr even when it is not a terminal")
-    p.add_argument("--cpu", type=int, metavar="N", help="pin the generator to CPU N")
-    p.add_argument("--server-pid", type=int, metavar="PID",
-                   help="the server's pid, for its CPU time per request (same machine)")
-    p.add_argument("--label", default="", help="stored in the JSON result")
-    return p
-
-
-def add_bench_command(sub: Any, common: argparse.ArgumentParser) -> None:
-    """Declare ``franz bench produce|consume|e2e|ceiling``."""
-    bench = sub.add_parser("bench", help="load-generate against franz or the ceiling servers",
-                           description="HTTP load generator: records/s, MB/s, requests/s "
-                                       "and latency percentiles (docs/cli.md).")
-    kinds = bench.add_subparsers(dest="workload", metavar="WORKLOAD", required=True)
-
-    p = kinds.add_parser("produce", parents=[common, _load_options(1_000_000)],
-                         help="closed-loop produce POSTs",
-                         description="Produce --records records, --batch per POST, over "
-                                     "--connections connections; creates the topic when "
-                                     "missing.")
-    p.add_argument("--acks", choices=("0", "1", "all"), default="1", help="default 1")
-    p.add_argument("--partitions", type=_positive, help="partitions when the topic is created")
-    p.add_argument("--config", type=_config_pair, action="append", default=[],
-                   metavar="KEY=VALUE",
-                   help="topic config when the topic is created, e.g. flush.messages=1")
-    p.set_defaults(handler="app.commands.bench", subparser=p)
-
-    p = kinds.add_parser("consume", parents=[common, _load_options(1_000_000)],
-                         help="closed-loop range reads",
-                         description="Read the last --records records of the topic (or the "
-                                     "first ones with --from-beginning), --batch per GET, "
-                                     "the connections sharing the partitions' stretches.")
-    p.add_argument("--from-beginning", action="store_true",
-                   help="read from the log start instead of near the tail")
-    p.add_argument("--preload", type=int, default=0, metavar="N",
-                   help="produce N records (--batch, --record-size) first; topic created "
-                        "when missing")
-    p.add_argument("--partitions", type=_positive, help="partitions when the topic is created")
-    p.set_defaults(handler="app.commands.bench", subparser=p)
-
-    p = kinds.add_parser("e2e", parents=[common, _load_options(1000)],
-                         help="end-to-end latency: 1-record produce -> long-polling consumer",
-                         description="--records samples: POST one record to partition 0, a "
-                                     "consumer instance long-polling the partition receives "
-                                     "it; latency = receive - send.")
-    p.add_argument("--gap-ms", type=_non_negative_float, default=2.0, metavar="MS",
-                   help="pause after each sample is received (default 2)")
-    p.add_argument("--load-fraction", type=_fraction, default=0.0, metavar="F",
-                   help="background produce (--batch, --record-size, to TOPIC-load) at F x "
-                        "the produce rate measured first (default 0: idle)")
-    p.add_argument("--load-rate", type=_positive_float, metavar="REC_PER_S",
-                   help="the max produce rate to take F of, instead of measuring it")
-    p.add_argument("--calibrate", type=_positive_float, default=3.0, metavar="S",
-                   help="seconds of the produce run that measures the max rate (default 3)")
-    p.set_defaults(handler="app.commands.bench", subparser=p)
-
-    p = kinds.add_parser("ceiling", parents=[common, _load_options(1_000_000)],
-                         help="measure the same-shape ceiling servers",
-                         description="Start the ceiling servers on loopback (python -m "
-                                     "app.bench.ceiling) and measure them with the same "
-                                     "generator: echo = raw orjson POST echo of --batch "
-                                     "records; get = GET building --batch records with "
-                                     "orjson; tiny / tiny_plain = GET {} in FastAPI / plain "
-                                     "ASGI; latency = long-poll GET woken by a POST.")
-    p.add_argument("--cases", default=",".join(CEILING_CASES),
-                   help=f"comma separated, of {', '.join(CEILING_CASES)} (default all)")
-    p.add_argument("--samples", type=_positive, default=500, help="latency samples (500)")
-    p.add_argument("--gap-ms", type=_non_negative_float, default=2.0, metavar="MS",
-                   help="pause between latency samples (default 2)")
-    p.add_argument("--server-cpu", type=int, metavar="N",
-                   help="pin the ceiling servers to CPU N (taskset)")
-    p.add_argument("--server", metavar="URL",
-                   help="use a running ceiling server (python -m app.bench.ceiling)")
-    p.add_argument("--plain-server", metavar="URL",
-                   help="use a running plain-ASGI ceiling server (--plain)")
-    p.set_defaults(handler="app.commands.bench", subparser=p)
-
-
-# --- running -------------------------------------------------------------------------------
+from app.bench.runs import (
+    ceiling_run,
+    consume_load,
+    e2e_run,
+    plan_stretches,
+    produce_load,
+    progress_enabled,
+)
+from app.bench.workloads import (
+    BenchError,
+    Target,
+    machine_cpu_ticks,
+    machine_notes,
+    pin_self,
+    run_loop,
+    steal_pct,
+)
+from app.commands import CEILING_CASES
+from app.commands.output import print_json, print_table
+from app.http_client import FranzClient, RequestFailed, ServerUnreachable
 
 
 def run(args: argparse.Namespace, client: FranzClient) -> int:
-    from app.bench.workloads import (  # noqa: PLC0415
-        BenchError,
-        machine_cpu_ticks,
-        machine_notes,
-        pin_self,
-        steal_pct,
-    )
-    from app.http_client import RequestFailed, ServerUnreachable  # noqa: PLC0415
-
+    """``franz bench WORKLOAD``: the run, its result on stdout (and ``--json FILE``)."""
     if args.workload == "ceiling":
         cases = [c.strip() for c in args.cases.split(",") if c.strip()]
         unknown = sorted(set(cases) - set(CEILING_CASES))
@@ -206,12 +82,8 @@ def run(args: argparse.Namespace, client: FranzClient) -> int:
                          "generator_cpu": args.cpu if pinned else None,
                          "steal_pct": steal_pct(ticks, machine_cpu_ticks())}
     if args.json is not None:
-        import json  # noqa: PLC0415
-
         args.json.write_text(json.dumps(result, indent=1, default=str) + "\n")
     if args.output == "json":
-        from app.commands.output import print_json  # noqa: PLC0415
-
         print_json(result)
     else:
         _print_result(result)
@@ -219,9 +91,6 @@ def run(args: argparse.Namespace, client: FranzClient) -> int:
 
 
 def _target(client: FranzClient, pid: int | None, name: str = "franz") -> Target:
-    from app.bench.workloads import Target  # noqa: PLC0415
-    from app.http_client import ServerUnreachable  # noqa: PLC0415
-
     parts = urlsplit(client.base_url)
     if parts.scheme != "http":
         raise ServerUnreachable(f"franz bench speaks plain http only, not {parts.scheme}")
@@ -235,8 +104,6 @@ def _params(args: argparse.Namespace, *names: str) -> dict[str, Any]:
 def ensure_topic(client: FranzClient, topic: str, partitions: int | None,
                  configs: list[tuple[str, str]] | None = None) -> bool:
     """Create ``topic`` when it does not exist; True when this call created it."""
-    from app.http_client import RequestFailed  # noqa: PLC0415
-
     try:
         client.get_json(client.v3("topics", topic))
         return False
@@ -261,9 +128,6 @@ def ensure_topic(client: FranzClient, topic: str, partitions: int | None,
 
 
 def _produce(args: argparse.Namespace, client: FranzClient) -> tuple[dict[str, Any], str]:
-    from app.bench.runs import produce_load, progress_enabled  # noqa: PLC0415
-    from app.bench.workloads import run_loop  # noqa: PLC0415
-
     created = ensure_topic(client, args.topic, args.partitions, args.config)
     target = _target(client, args.server_pid)
     path = f"/topics/{quote(args.topic, safe='')}" + ("" if args.acks == "1" else f"?acks={args.acks}")
@@ -292,15 +156,6 @@ def partition_offsets(client: FranzClient, topic: str) -> dict[int, tuple[int, i
 
 
 def _consume(args: argparse.Namespace, client: FranzClient) -> tuple[dict[str, Any], str]:
-    from app.bench.runs import (  # noqa: PLC0415
-        consume_load,
-        plan_stretches,
-        produce_load,
-        progress_enabled,
-    )
-    from app.bench.workloads import run_loop  # noqa: PLC0415
-    from app.http_client import RequestFailed  # noqa: PLC0415
-
     target = _target(client, args.server_pid)
     preload: dict[str, Any] | None = None
     loop = "asyncio"
@@ -334,12 +189,6 @@ def _consume(args: argparse.Namespace, client: FranzClient) -> tuple[dict[str, A
 
 
 def _e2e(args: argparse.Namespace, client: FranzClient) -> tuple[dict[str, Any], str]:
-    import os  # noqa: PLC0415
-    import time  # noqa: PLC0415
-
-    from app.bench.runs import e2e_run, progress_enabled  # noqa: PLC0415
-    from app.bench.workloads import run_loop  # noqa: PLC0415
-
     created = ensure_topic(client, args.topic, None)
     target = _target(client, args.server_pid)
     group = f"franz-bench-{os.getpid()}-{int(time.time())}"
@@ -359,9 +208,6 @@ def _e2e(args: argparse.Namespace, client: FranzClient) -> tuple[dict[str, Any],
 
 
 def _ceiling(args: argparse.Namespace, _client: FranzClient) -> tuple[dict[str, Any], str]:
-    from app.bench.runs import ceiling_run  # noqa: PLC0415
-    from app.bench.workloads import run_loop  # noqa: PLC0415
-
     cases, loop = run_loop(ceiling_run(args))
     return {"workload": "ceiling",
             "params": _params(args, "records", "record_size", "batch", "connections",
@@ -377,8 +223,6 @@ def _fmt(value: Any, spec: str = ",.0f") -> str:
 
 
 def _print_result(result: dict[str, Any]) -> None:
-    from app.commands.output import print_table  # noqa: PLC0415
-
     rows = []
     cases = result["cases"] if result["workload"] == "ceiling" else {result["workload"]: result}
     for name, r in cases.items():
