@@ -1,10 +1,15 @@
-"""The one module that sees the C libraries: CRC-32C, compression codecs, and the
-Cython record-batch builder/decoder.
+"""With ``core.storage.batch_codec`` (which loads aiokafka), the one place that sees the
+C libraries: CRC-32C, compression codecs, and the record-batch codec (per-record
+building and decoding).
 
 Everything else in franz goes through these names, so a library can be swapped here
 without touching the log. Libraries: ``crc32c`` (SSE4.2 CRC-32C), ``cramjam``
-(snappy/lz4/zstd/gzip in Rust), and aiokafka's Cython ``DefaultRecordBatch`` /
-``DefaultRecordBatchBuilder`` (pinned in pyproject) for per-record work.
+(snappy/lz4/zstd/gzip in Rust), and for per-record work the ``RecordBatchCodec`` chosen
+once at import (``core.storage.batch_codec``): aiokafka's public, compiled
+``DefaultRecordBatch`` / ``DefaultRecordBatchBuilder`` when they load, else franz's
+pure-Python codec. Set ``FRANZ_PURE_PYTHON_CODEC=1`` (read once, at import) to force
+the pure-Python one. ``CODEC`` is the one in use; ``AIOKAFKA`` (None when unavailable)
+and ``PURE_PYTHON`` are both kept for tests.
 
 Codec ids are Kafka's attribute bits 0-2: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
 Framing Kafka expects: gzip stream; snappy in xerial snappy-java framing (bare raw
@@ -13,21 +18,17 @@ snappy accepted on read); lz4 frame with independent blocks; zstd frame.
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
-from collections.abc import Iterator
-from typing import Any
 
 import cramjam
-from aiokafka.record._crecords import (  # type: ignore[import-untyped]
-    DefaultRecordBatch as _CBatch,
-)
-from aiokafka.record._crecords import (
-    DefaultRecordBatchBuilder as _CBuilder,
-)
 from crc32c import crc32c as _crc32c
 
+from core.storage.batch_codec import RecordBatchCodec, load_aiokafka_codec, select_codec
+from core.storage.batch_codec import RecordTuple as RecordTuple  # re-exported
 from core.storage.errors import CorruptRecordError
+from core.storage.pure_codec import PurePythonCodec
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
@@ -103,46 +104,21 @@ def _snappy_decompress(data: bytes) -> bytes:
     return b"".join(out)
 
 
-# --- per-record work, in C -------------------------------------------------------
+# --- per-record work ---------------------------------------------------------------
 
+PURE_PYTHON: RecordBatchCodec = PurePythonCodec(
+    compress=compress, decompress=decompress, crc32c=crc32c)
+AIOKAFKA: RecordBatchCodec | None = load_aiokafka_codec()
+CODEC: RecordBatchCodec = select_codec(os.environ, aiokafka=AIOKAFKA, pure=PURE_PYTHON)
 
-def new_batch_builder(
-    *,
-    compression: int = NONE,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    transactional: bool = False,
-) -> Any:
-    """A Cython v2 batch builder: ``append(offset_delta, timestamp_ms, key, value,
-    headers)`` then ``build() -> bytearray`` (base offset 0, CRC computed)."""
-    return _CBuilder(
-        2, compression, int(transactional), producer_id, producer_epoch, base_sequence, 2**31 - 1
-    )
-
-
-RecordTuple = tuple[int, int, int, "bytes | None", "bytes | None", "list[tuple[str, bytes | None]]"]
-
-
-def iter_batch_records(batch: bytes | bytearray | memoryview) -> Iterator[RecordTuple]:
-    """Yield ``(offset, timestamp, timestamp_type, key, value, headers)`` for every record
-    of one whole batch (decompressing it if needed). Raises CorruptRecordError on garbage.
-    """
-    try:
-        cbatch = _CBatch(bytes(batch))
-        for rec in cbatch:
-            yield (rec.offset, rec.timestamp, rec.timestamp_type, rec.key, rec.value, rec.headers)
-    except CorruptRecordError:
-        raise
-    except Exception as exc:
-        raise CorruptRecordError(f"cannot decode record batch: {exc}") from exc
-
-
-def batch_record_objects(batch: bytes) -> list[Any]:
-    """The C decoder's record objects of one whole batch (attributes ``offset``,
-    ``timestamp``, ``timestamp_type``, ``key``, ``value``, ``headers``), for hot paths
-    that read a few attributes of every record. Raises CorruptRecordError on garbage."""
-    try:
-        return list(_CBatch(batch))
-    except Exception as exc:
-        raise CorruptRecordError(f"cannot decode record batch: {exc}") from exc
+#: ``new_batch_builder(*, compression, producer_id, producer_epoch, base_sequence,
+#: transactional)``: a builder with ``append(offset_delta, timestamp_ms, key, value,
+#: headers)``, ``size()`` and ``build() -> bytearray`` (base offset 0, CRC computed).
+new_batch_builder = CODEC.new_builder
+#: ``(offset, timestamp, timestamp_type, key, value, headers)`` for every record of one
+#: whole batch (decompressing it if needed); CorruptRecordError on garbage.
+iter_batch_records = CODEC.iter_records
+#: The records of one whole batch as objects with the attributes ``offset``,
+#: ``timestamp``, ``timestamp_type``, ``key``, ``value``, ``headers``, for hot paths that
+#: read a few attributes of every record; CorruptRecordError on garbage.
+batch_record_objects = CODEC.record_objects

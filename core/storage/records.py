@@ -7,7 +7,10 @@ Record layout inside a batch (ZigZag varints)::
     headersCount varint | (headerKeyLength varint | key utf-8 |
                            headerValueLength varint (-1 null) | value)*
 
-The per-record loops run in C (``core.storage.codec``); this module adds the names.
+The per-record loops run in the record-batch codec of ``core.storage.codec`` (aiokafka's
+compiled one, or franz's pure-Python one: ``core.storage.batch_codec``), and the common
+produce request in ``core.storage.native`` when the C extension is built; this module
+adds the names.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from core.storage.batch import LOG_APPEND_TIME, BatchHeader, iter_batches, parse
 from core.storage.errors import CorruptRecordError
 
 Headers = list[tuple[str, "bytes | None"]]
-_NO_HEADERS: Headers = []  # shared, never mutated (the C builder only reads it)
+_NO_HEADERS: Headers = []  # shared, never mutated (the builders only read it)
 _consume: Callable[[Iterable[object]], object] = partial(deque, maxlen=0)  # drain, in C
 
 
@@ -107,8 +110,8 @@ def build_batch_from_columns(
     compression: int = codec.NONE,
 ) -> bytearray:
     """Hot-path variant over columns: ``keys`` / ``headers`` None = none, ``timestamp``
-    one value for all or one per record. The per-record calls into the C builder are
-    driven by ``map`` (no Python-level loop)."""
+    one value for all or one per record. The per-record calls into the codec's builder
+    are driven by ``map`` (no Python-level loop)."""
     n = len(values)
     if not n:
         raise ValueError("a batch needs at least one record")
