@@ -9,10 +9,10 @@ broker's own parts are wired in ``core.broker.assembly``.
 
 from __future__ import annotations
 
+from core.broker.admin.broker_config import BrokerConfig
 from core.broker.assembly import open_broker
 from core.broker.broker import Broker
 from core.broker.cluster.client import HttpClusterClient
-from core.broker.config import BrokerConfig
 from core.broker.metadata.embedded_store import EmbeddedMetadataStore
 from core.broker.metadata.store import MetadataStore
 from core.clock import SYSTEM_CLOCK, Clock

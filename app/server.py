@@ -13,7 +13,7 @@ import uvicorn
 from api.app import create_app
 from app.assembly import build_broker
 from app.http_protocol import CoalescingHttpToolsProtocol
-from core.broker.config import BrokerConfig
+from core.broker.admin.broker_config import BrokerConfig
 
 log = logging.getLogger(__name__)
 

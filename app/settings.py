@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from core.broker.config import BrokerConfig
+from core.broker.admin.broker_config import BrokerConfig
 
 ENV_PREFIX = "FRANZ_"
 

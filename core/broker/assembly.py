@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from core.broker.admin.broker_config import BrokerConfig
 from core.broker.admin.topic_admin import OffsetsTopicSettings, TopicAdmin
 from core.broker.broker import Broker, BrokerParts
 from core.broker.cluster.router import ForwardingClient, Router
 from core.broker.cluster.topic_stats import BrokerTopicStats
-from core.broker.config import BrokerConfig
 from core.broker.consumer.manager import ConsumerManager
 from core.broker.consumer.router import GroupCallClient, GroupRouter
 from core.broker.controller.controlled_shutdown import ControlledShutdown, ShutdownClient

@@ -28,11 +28,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.broker.admin.broker_configs import broker_config_entries
+from core.broker.admin.broker_config import BrokerConfig, broker_config_entries
 from core.broker.admin.topic_admin import TopicAdmin
 from core.broker.cluster.router import Router
 from core.broker.cluster.topic_stats import BrokerTopicStats
-from core.broker.config import BrokerConfig
 from core.broker.consumer.manager import ConsumerManager
 from core.broker.consumer.router import GroupRouter
 from core.broker.consumer.wire import serve_call

@@ -1,1 +1,2 @@
-"""What operators see and change: per-topic traffic counters (``topic_stats``)."""
+"""What operators set, see and change: the broker's properties (``broker_config``) and
+topic administration (``topic_admin``)."""
