@@ -237,7 +237,12 @@ def test_session_expiry_of_a_stopped_leader_is_recovered_without_split_brain(
              "one leader, as in ZooKeeper")
     wait_until(lambda: len(state(zk, "expiry")["isr"]) == 3, 30, "back in the ISR")
     produce(victim, "expiry", list(range(20, 30)))
+    # every acknowledged record, through every broker; a leader elected a moment ago (the
+    # auto rebalance) shows them once its followers' next fetch has moved its high
+    # watermark, as in Kafka, so each read may have to wait for that
     for b in brokers:
+        wait_until(lambda b=b: [v for _, v in read_all(b, "expiry")] == list(range(30)), 20,
+                   f"broker {b.broker_id} reads all 30 records")
         assert [v for _, v in read_all(b, "expiry")] == list(range(30))
     controller = json.loads(zk.get("/controller")[0])["brokerid"]
 
