@@ -297,27 +297,6 @@ def _render_any(
     )
 
 
-def render_binary_bytes(items: Iterable[Polled]) -> bytes:
-    """``orjson.dumps(render_binary(items))``, without the dicts."""
-    b2a = _b2a
-    out: list[bytes] = []
-    append = out.append
-    last_tp: tuple[str, int] | None = None
-    t: _BinaryTemplates | None = None
-    for tp, r in items:
-        if tp != last_tp or t is None:
-            t, last_tp = _BinaryTemplates(tp[0], tp[1]), tp
-        value, key, tt = r.value, r.key, r.timestamp_type & 1
-        if value is None or r.headers:
-            append(_render_any(t, r.offset, r.timestamp, tt, key, value, r.headers))
-        elif key is None:
-            append(t.plain[tt] % (b2a(value, newline=False), r.offset, r.timestamp))
-        else:
-            append(t.keyed[tt] % (b2a(key, newline=False), b2a(value, newline=False),
-                                  r.offset, r.timestamp))
-    return b"[" + b",".join(out) + b"]"
-
-
 def binary_fragments(topic: str, partition: int, records: Sequence[Any],
                      log_append_time: int | None = None) -> list[bytes]:
     """``[orjson.dumps(render_binary([((topic, partition), r)])[0]) for r in records]``
@@ -389,7 +368,8 @@ def _native_template(topic: str, partition: int) -> tuple[bytes, bytes]:
 def render_binary_chunks(cache: RenderCache,
                          chunks: Iterable[tuple[tuple[str, int], CachedBatch, int, int]]
                          ) -> bytes:
-    """``render_binary_bytes`` of the records of ``(partition, batch, lo, hi)`` ranges."""
+    """``orjson.dumps(render_binary(...))`` of the records of ``(partition, batch, lo, hi)``
+    ranges, from each batch's fragments (made once per fetched batch)."""
     parts: list[bytes] = []
     extend = parts.extend
     for (topic, partition), batch, lo, hi in chunks:
