@@ -37,6 +37,7 @@ from core.storage.batch import (
     BatchHeader,
     assemble_batch,
 )
+from core.storage.pure_codec import encode_record
 
 MAX_LONG = 2**63 - 1
 
@@ -126,7 +127,7 @@ def encode_batch(
     for offset, ts, _tt, key, value, headers in records:
         # Under LogAppendTime readers report the batch maxTimestamp for every record,
         # and the decoder hands us that value, so the delta carries no information.
-        _encode_record(body, offset - header.base_offset, ts - base_ts, key, value, headers)
+        body += encode_record(offset - header.base_offset, ts - base_ts, key, value, headers)
         max_ts = max(max_ts, ts)
     if log_append:
         max_ts = header.max_timestamp
@@ -143,41 +144,3 @@ def empty_batch(header: BatchHeader) -> bytes:
     fields = header._replace(attributes=attributes, base_timestamp=header.max_timestamp,
                              records_count=0)
     return bytes(assemble_batch(fields, b""))
-
-
-def _encode_record(
-    out: bytearray,
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: list[tuple[str, bytes | None]],
-) -> None:
-    body = bytearray(b"\x00")  # record attributes: unused, always 0
-    _zigzag(body, timestamp_delta)
-    _zigzag(body, offset_delta)
-    _bytes_field(body, key)
-    _bytes_field(body, value)
-    _zigzag(body, len(headers))
-    for name, hvalue in headers:
-        _bytes_field(body, name.encode("utf-8"))
-        _bytes_field(body, hvalue)
-    _zigzag(out, len(body))
-    out += body
-
-
-def _bytes_field(out: bytearray, data: bytes | None) -> None:
-    if data is None:
-        out.append(0x01)  # ZigZag(-1)
-        return
-    _zigzag(out, len(data))
-    out += data
-
-
-def _zigzag(out: bytearray, n: int) -> None:
-    """Append ``n`` as a ZigZag LEB128 varlong (covers varints too)."""
-    v = (n << 1) ^ (n >> 63)
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)

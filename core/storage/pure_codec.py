@@ -246,6 +246,33 @@ def _encode_headers(headers: Headers) -> bytes:
     return b"".join(parts)
 
 
+def encode_record(offset_delta: int, timestamp_delta: int, key: Buffer | None,
+                  value: Buffer | None, headers: Headers) -> bytes:
+    """One record as it stands in a batch's records section, its length varint first
+    (also compaction's re-encode, ``core.storage.batch_rewrite``)."""
+    small = _SMALL
+    n = timestamp_delta
+    record = b"\x00" + (small[n] if 0 <= n < _SMALL_N else _varint(n)) + (
+        small[offset_delta] if 0 <= offset_delta < _SMALL_N else _varint(offset_delta))
+    if key is None:
+        record += _NULL
+    else:
+        if type(key) is not bytes:
+            key = _blob(key)
+        n = len(key)
+        record += (small[n] if n < _SMALL_N else _varint(n)) + key
+    if value is None:
+        record += _NULL
+    else:
+        if type(value) is not bytes:
+            value = _blob(value)
+        n = len(value)
+        record += (small[n] if n < _SMALL_N else _varint(n)) + value
+    record += _encode_headers(headers) if headers else b"\x00"
+    n = len(record)
+    return (small[n] if n < _SMALL_N else _varint(n)) + record
+
+
 class _Builder:
     """The pure-Python ``BatchBuilder``."""
 
@@ -272,34 +299,12 @@ class _Builder:
             offset, timestamp = index(offset), index(timestamp)  # TypeError if not ints
         if not (-_I64 <= timestamp < _I64 and -_I64 <= offset < _I64):
             raise OverflowError("offset or timestamp out of the int64 range")
-        small = _SMALL
         first = self._first_ts
         if first is None:
             self._first_ts = self._max_ts = first = timestamp
         elif timestamp > self._max_ts:
             self._max_ts = timestamp
-        n = timestamp - first
-        record = b"\x00" + (small[n] if 0 <= n < _SMALL_N else _varint(n)) + (
-            small[offset] if 0 <= offset < _SMALL_N else _varint(offset))
-        if key is None:
-            record += _NULL
-        else:
-            if type(key) is not bytes:
-                key = _blob(key)
-            n = len(key)
-            record += (small[n] if n < _SMALL_N else _varint(n)) + key
-        if value is None:
-            record += _NULL
-        else:
-            if type(value) is not bytes:
-                value = _blob(value)
-            n = len(value)
-            record += (small[n] if n < _SMALL_N else _varint(n)) + value
-        record += _encode_headers(headers) if headers else b"\x00"
-        n = len(record)
-        buf = self._buf
-        buf += small[n] if n < _SMALL_N else _varint(n)
-        buf += record
+        self._buf += encode_record(offset, timestamp - first, key, value, headers)
         self._count += 1
         self._last_offset = offset
 
