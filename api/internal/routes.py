@@ -17,17 +17,17 @@ from api.deps import broker_of
 from api.hot_routes import hot_route
 from core.broker.cluster.client import encode_fetch
 from core.broker.replica.fetch_wire import decode_request, encode_response
-from core.errors import FranzError
+from core.errors import FranzError, InvalidRequestError
 
 router = APIRouter(prefix="/internal/v1", include_in_schema=False)
 
 OCTET = "application/octet-stream"
 
 
-def _error(exc: FranzError) -> Response:
+def _error(exc: FranzError, status: int = 409) -> Response:
     return Response(orjson.dumps({"kafka_error_code": exc.error_code,
                                   "error_class": type(exc).__name__, "message": exc.message}),
-                    status_code=409, media_type="application/json")
+                    status_code=status, media_type="application/json")
 
 
 @hot_route(router, "POST", "/replica/fetch")
@@ -103,6 +103,8 @@ async def group_call(request: Request, op: str) -> Response:
     broker = broker_of(request)
     try:
         body = await broker.serve_group_call(op, await request.body())
+    except InvalidRequestError as exc:  # a malformed call: nothing ran
+        return _error(exc, status=400)
     except FranzError as exc:
         return _error(exc)
     return Response(body, media_type=OCTET)

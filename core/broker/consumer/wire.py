@@ -44,6 +44,17 @@ OPS = frozenset({
 })
 _TP_LISTS = frozenset({"partitions"})
 _TP_MAPS = frozenset({"offsets", "timestamps"})
+_STR = (str,)
+_OPT_STR = (str, type(None))
+_OPT_INT = (int, type(None))
+#: The JSON type of every argument an operation may take (topic-partition arguments are
+#: checked as they are decoded); anything else is an invalid request, never a 500.
+_ARG_TYPES: dict[str, tuple[type, ...]] = {
+    "group": _STR, "instance": _STR, "name": _OPT_STR, "format": _STR,
+    "auto_offset_reset": _STR, "auto_commit": (bool,), "fetch_min_bytes": (int,),
+    "request_timeout_ms": _OPT_INT, "client_host": _STR, "topics": (list, type(None)),
+    "pattern": _OPT_STR, "timeout_ms": _OPT_INT, "max_bytes": _OPT_INT,
+}
 
 
 # --- calls ---------------------------------------------------------------------------
@@ -73,11 +84,23 @@ def decode_call(op: str, body: bytes) -> dict[str, Any]:
             raise TypeError("the arguments are not an object")
         out: dict[str, Any] = {}
         for name, value in raw.items():
-            if name in _TP_LISTS and value is not None:
-                value = [TopicPartition(str(t), int(p)) for t, p in value]
-            elif name in _TP_MAPS and value is not None:
-                value = {TopicPartition(str(t), int(p)): _tuple(v) for t, p, v in value}
-            out[str(name)] = value
+            if name in _TP_LISTS:
+                if value is not None:
+                    value = [TopicPartition(_str(t), _int(p)) for t, p in value]
+            elif name in _TP_MAPS:
+                if value is not None:
+                    value = {TopicPartition(_str(t), _int(p)): _map_value(v)
+                             for t, p, v in value}
+            else:
+                kinds = _ARG_TYPES.get(name)
+                if kinds is None:
+                    raise TypeError(f"unknown argument {name!r}")
+                if not isinstance(value, kinds) or (int in kinds and isinstance(value, bool)
+                                                    and bool not in kinds):
+                    raise TypeError(f"argument {name!r} has the wrong type")
+                if name == "topics" and value is not None:
+                    value = [_str(t) for t in value]
+            out[name] = value
         return out
     except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
         raise InvalidRequestError(f"malformed arguments of {op}: {exc}") from exc
@@ -85,6 +108,25 @@ def decode_call(op: str, body: bytes) -> dict[str, Any]:
 
 def _tuple(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("a topic name is not a string")
+    return value
+
+
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError("a partition, offset or timestamp is not an integer")
+    return value
+
+
+def _map_value(value: Any) -> int | tuple[int, str]:
+    """An offset or timestamp, or a commit's ``[offset, metadata]``."""
+    if isinstance(value, list) and len(value) == 2 and isinstance(value[1], str):
+        return (_int(value[0]), value[1])
+    return _int(value)
 
 
 async def serve_call(manager: Any, op: str, body: bytes) -> bytes:

@@ -205,6 +205,10 @@ def test_call_arguments_round_trip() -> None:
 @pytest.mark.parametrize("op,body", [
     ("drop_everything", b"{}"), ("seek", b"not json"), ("seek", b"[1, 2]"),
     ("seek", b'{"offsets": [["t"]]}'), ("assign", b'{"partitions": [["t", "x"]]}'),
+    ("get", b'{"group": 5, "instance": [1]}'), ("poll", b'{"group": "g", "timeout_ms": "x"}'),
+    ("seek", b'{"offsets": [["t", 0, "x"]]}'), ("commit", b'{"offsets": [[1, 0, [5, 7]]]}'),
+    ("subscribe", b'{"topics": [1, 2]}'), ("create", b'{"auto_commit": 1}'),
+    ("poll", b'{"max_bytes": true}'), ("delete", b'{"group": "g", "surprise": 1}'),
 ])
 def test_malformed_calls_are_invalid_requests(op: str, body: bytes) -> None:
     with pytest.raises(InvalidRequestError):
