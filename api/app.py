@@ -15,16 +15,18 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from api import internal, v2, v3
 from api.errors import install_error_handlers
 from api.fastapi_options import NO_OPENTELEMETRY
-from api.hot_routes import HotRoutesMiddleware, hot_routes
+from api.hot_routes import HotRoutesMiddleware, api_routes, hot_routes
 from api.metrics import install_metrics
 from api.openapi import install_openapi
 from api.render_cache import RenderCache
 from api.responses import KafkaV2Response
+from api.security.authentication import AuthenticationMiddleware
+from api.security.authorization import authorize_route, check_route, missing_rules
 from api.v2.schemas import OPENAPI_SCHEMAS
 
 if TYPE_CHECKING:
@@ -60,6 +62,7 @@ def create_app(broker: Broker) -> FastAPI:
         docs_url="/docs",
         redoc_url=None,
         default_response_class=KafkaV2Response,
+        dependencies=[Depends(authorize_route)],  # every route's ACL rule (api.security)
         **NO_OPENTELEMETRY,
     )
     app.state.broker = broker
@@ -70,8 +73,13 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(internal.router, include_in_schema=False)  # /internal/v1
     # innermost middleware: produce, records and follower fetches skip FastAPI's router
     # (api.hot_routes)
+    unruled = missing_rules(api_routes(app.routes))
+    if unruled:
+        raise RuntimeError(f"routes without an ACL rule (api.security.authorization): {unruled}")
     app.add_middleware(HotRoutesMiddleware, handlers=app.exception_handlers,
-                       routes=hot_routes(app.routes))
+                       routes=hot_routes(app.routes), check=check_route)
+    # every request gets its principal before any route runs (401 when it cannot)
+    app.add_middleware(AuthenticationMiddleware)
     install_metrics(app)  # GET /metrics and the request-metrics middleware
     install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS})
     return app

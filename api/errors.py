@@ -139,6 +139,12 @@ ERROR_TABLE: dict[type[FranzError], ErrorSpec] = {
     be.InvalidConsumerConfigError: ErrorSpec(
         422, ErrorCode.INVALID_CONSUMER_CONFIG, "Invalid consumer configuration."
     ),
+    # security
+    be.AuthorizationError: ErrorSpec(403, ErrorCode.KAFKA_AUTHORIZATION, "Authorization failed."),
+    be.SecurityDisabledError: ErrorSpec(
+        400, ErrorCode.KAFKA_BAD_REQUEST, "No Authorizer is configured on the broker."
+    ),
+    be.UnknownUserError: ErrorSpec(404, ErrorCode.NOT_FOUND, "User not found."),
     # availability
     be.BrokerNotAvailableError: ErrorSpec(
         503, ErrorCode.BROKER_NOT_AVAILABLE, "Broker not available."

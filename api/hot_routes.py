@@ -162,10 +162,13 @@ def _to_int(raw: str) -> int | None:
 
 class HotRoutesMiddleware:
     def __init__(self, app: ASGIApp, *, routes: list[HotRoute],
-                 handlers: Mapping[Any, Callable[..., Any]]) -> None:
+                 handlers: Mapping[Any, Callable[..., Any]],
+                 check: Callable[[Request, Endpoint], None] | None = None) -> None:
         self.app = app
         self.routes = routes
         self.handlers = handlers  # the app's exception handlers (a live mapping)
+        # what the app's dependencies would check before the endpoint (its ACL rule)
+        self.check = check
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -185,6 +188,8 @@ class HotRoutesMiddleware:
         scope["path_params"] = params
         request = Request(scope, receive, send)
         try:
+            if self.check is not None:
+                self.check(request, hot.endpoint)
             response: Response = await hot.endpoint(request=request, **params)
         except Exception as exc:
             handler = self._handler_for(exc)
@@ -203,7 +208,7 @@ class HotRoutesMiddleware:
         return None
 
 
-def _api_routes(routes: list[Any], prefix: str = "") -> Iterator[tuple[str, APIRoute]]:
+def api_routes(routes: list[Any], prefix: str = "") -> Iterator[tuple[str, APIRoute]]:
     """(prefix, route) of every APIRoute. Newer FastAPI keeps an included router as one
     entry (``original_router`` and an ``include_context`` with its prefix) instead of
     copying its routes into the app's list; both layouts are walked."""
@@ -213,7 +218,7 @@ def _api_routes(routes: list[Any], prefix: str = "") -> Iterator[tuple[str, APIR
         inner = getattr(r, "original_router", None)
         if inner is not None:
             context = getattr(r, "include_context", None)
-            yield from _api_routes(inner.routes, prefix + getattr(context, "prefix", ""))
+            yield from api_routes(inner.routes, prefix + getattr(context, "prefix", ""))
 
 
 def hot_routes(app_routes: list[Any], endpoints: list[Endpoint] | None = None
@@ -221,7 +226,7 @@ def hot_routes(app_routes: list[Any], endpoints: list[Endpoint] | None = None
     """The app's routes declared with ``hot_route`` (or, given ``endpoints``, those
     whose endpoint is one of them, in that order). Only routes included without a
     prefix: their own path regex is the path they serve."""
-    found = list(_api_routes(app_routes))
+    found = list(api_routes(app_routes))
     if endpoints is None:
         prefixed = [r.path for prefix, r in found if prefix and getattr(r.endpoint, _HOT, False)]
         if prefixed:

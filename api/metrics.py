@@ -34,6 +34,8 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 from starlette.responses import Response
 
+from api.security.authorization import Need, requires
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 from core.errors import FranzError
 
@@ -280,6 +282,7 @@ router = APIRouter(tags=["metrics"])
     responses={200: {"description": "Prometheus text (or OpenMetrics when asked for)",
                      "content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.CLUSTER))
 async def metrics(request: Request) -> Response:
     state: MetricsState = request.app.state.metrics
     state.collector.group_lags = await group_lags(request.app.state.broker)

@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _serve(args: argparse.Namespace) -> int:
     # The dispatch point of `franz serve` / `franz broker`: the server (FastAPI, uvicorn,
     # the broker) is imported only here, so `franz --help` and the admin commands stay fast.
+    from app.listeners import ListenerConfigError  # noqa: PLC0415
     from app.server import run  # noqa: PLC0415
     from app.settings import load_config  # noqa: PLC0415
     from core.broker.metadata.store import BrokerIdInUseError  # noqa: PLC0415
@@ -66,7 +67,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     try:
         run(config)
-    except BrokerIdInUseError as exc:  # already logged by the broker; no traceback
+    except (BrokerIdInUseError, ListenerConfigError) as exc:  # no traceback: the message says it
         print(f"franz {args.command}: cannot start: {exc}", file=sys.stderr)
         return 1
     return 0

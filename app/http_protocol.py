@@ -8,16 +8,31 @@ written block that ends a header section (``\\r\\n\\r\\n``) and sends it togethe
 the next write (one ``writelines``: a single ``writev``, no copy). A held block that
 nothing follows in the same event-loop iteration (a body-less answer, ``100 Continue``,
 a chunked answer's last chunk) is written on the next iteration.
+
+On a TLS connection every request's scope carries the ASGI TLS extension
+(``scope["extensions"]["tls"]``): the client certificate (PEM; the leaf only, as Python
+before 3.13 cannot read the chain a client sent), its subject as Java's RFC 2253 string
+(``core.broker.security.distinguished_name``: what ``ssl.principal.mapping.rules`` match),
+the TLS version and the cipher suite's IANA number. It is computed once, when the
+connection is made (after the handshake); a request pays one dict.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import ssl
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from core.broker.security.distinguished_name import subject_dn
+
+log = logging.getLogger(__name__)
+
 _END_OF_HEAD = b"\r\n\r\n"
+_TLS_VERSIONS = {"TLSv1": 0x0301, "TLSv1.1": 0x0302, "TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
+_CIPHER_IDS: dict[str, int] = {}  # OpenSSL cipher name -> IANA number, filled on demand
 
 
 class CoalescingTransport:
@@ -69,7 +84,50 @@ class CoalescingTransport:
 
 
 class CoalescingHttpToolsProtocol(HttpToolsProtocol):
-    """``HttpToolsProtocol`` over a ``CoalescingTransport`` (``uvicorn.Config(http=...)``)."""
+    """``HttpToolsProtocol`` over a ``CoalescingTransport`` (``uvicorn.Config(http=...)``),
+    with the TLS extension in the scope of requests on TLS connections."""
+
+    _tls: dict[str, Any] | None = None  # this connection's ASGI TLS extension
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+        if self.scheme == "https":
+            ssl_object = transport.get_extra_info("ssl_object")
+            if ssl_object is not None:
+                self._tls = tls_extension(ssl_object)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._tls is not None:
+            self.scope["extensions"] = {"tls": self._tls}  # type: ignore[dict-item]
+
+
+def tls_extension(ssl_object: ssl.SSLObject | ssl.SSLSocket) -> dict[str, Any]:
+    """The ASGI TLS extension of a connection whose handshake is done."""
+    der = ssl_object.getpeercert(binary_form=True)
+    name: str | None = None
+    error: str | None = None
+    if der:
+        try:
+            name = subject_dn(der)
+        except ValueError as exc:  # verified by OpenSSL, yet unreadable here: no name
+            log.warning("client certificate subject not readable: %s", exc)
+            error = str(exc)
+    cipher = ssl_object.cipher()
+    return {
+        "server_cert": None,
+        "client_cert_chain": [ssl.DER_cert_to_PEM_cert(der)] if der else [],
+        "client_cert_name": name,
+        "client_cert_error": error,
+        "tls_version": _TLS_VERSIONS.get(ssl_object.version() or ""),
+        "cipher_suite": _cipher_id(ssl_object.context, cipher[0]) if cipher else None,
+    }
+
+
+def _cipher_id(context: ssl.SSLContext, name: str) -> int | None:
+    found = _CIPHER_IDS.get(name)
+    if found is None:
+        for cipher in context.get_ciphers():  # "id" is 0x0300XXXX, XXXX the IANA number
+            _CIPHER_IDS.setdefault(str(cipher["name"]), int(cipher["id"]) & 0xFFFF)
+        found = _CIPHER_IDS.get(name)
+    return found

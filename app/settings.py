@@ -1,6 +1,10 @@
 """Settings: Kafka-named properties from a ``.properties`` file, then environment
 variables (``FRANZ_LOG_RETENTION_HOURS=24`` -> ``log.retention.hours``), then CLI flags,
-merged once into a ``core.broker.config.BrokerConfig``."""
+merged once into a ``core.broker.config.BrokerConfig``.
+
+``listeners`` is kept whole (``app.listeners`` serves them all); ``host`` and ``port``
+are its first listener's unless given as overrides (``--host``/``--port``), which then
+replace that listener's."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from app.listeners import Listener, parse_listeners
 from core.broker.admin.broker_config import BrokerConfig
 
 ENV_PREFIX = "FRANZ_"
@@ -45,10 +50,21 @@ def load_config(
         props.update(read_properties(properties_file))
     props.update(env_properties(environ))
     props.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    listeners = props.pop("listeners", None)
-    if isinstance(listeners, str) and listeners and "port" not in (overrides or {}):
-        host_port = listeners.split(",")[0].split("://")[-1]
-        host, _, port = host_port.rpartition(":")
-        props.setdefault("host", host or "127.0.0.1")
-        props["port"] = port
+    first = _first_listener(props.get("listeners"))
+    if first is not None:  # host/port mean the first listener, unless given as overrides
+        given = {k for k, v in (overrides or {}).items() if v is not None}
+        if "host" not in given:
+            props["host"] = first.host
+        if "port" not in given:
+            props["port"] = first.port
     return BrokerConfig.from_properties(props)
+
+
+def _first_listener(listeners: object) -> Listener | None:
+    if not isinstance(listeners, str):
+        return None
+    try:
+        found = parse_listeners(listeners)
+    except ValueError:  # reported, naming the property, when the server starts
+        return None
+    return found[0] if found else None

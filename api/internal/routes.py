@@ -4,7 +4,12 @@
 Every route serves from this broker's own replicas and never forwards again, so a stale
 route cannot bounce a request between brokers. Domain errors answer HTTP 409 with
 ``{"kafka_error_code": N, "message": ...}`` (Kafka's wire code, not Confluent's), which
-``core.broker.cluster.client`` turns back into the same domain error.
+``core.broker.cluster.client`` turns back into the same domain error; a request refused
+for what it is (a malformed call, records that do not decode, an internal topic) answers
+400 the same way. Every route requires CLUSTER_ACTION on the cluster: only brokers (and
+super users) call them. Appends are validated as fully as client produces, and never
+accepted for internal topics: the group coordinator writes ``__consumer_offsets``
+through its own replica manager, never through this API.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ from starlette.responses import Response
 
 from api.deps import broker_of
 from api.hot_routes import hot_route
+from api.security.authorization import Need, requires
 from core.broker.cluster.client import encode_fetch
 from core.broker.replica.fetch_wire import decode_request, encode_response
+from core.broker.security.acl import Operation, ResourceType
 from core.errors import FranzError, InvalidRequestError
+from core.storage.errors import CorruptRecordError, InvalidRecordError, InvalidTopicError
 
 router = APIRouter(prefix="/internal/v1", include_in_schema=False)
 
@@ -31,6 +39,7 @@ def _error(exc: FranzError, status: int = 409) -> Response:
 
 
 @hot_route(router, "POST", "/replica/fetch")
+@requires(Need(Operation.CLUSTER_ACTION, ResourceType.CLUSTER))
 async def replica_fetch(request: Request) -> Response:
     broker = broker_of(request)
     try:
@@ -43,6 +52,7 @@ async def replica_fetch(request: Request) -> Response:
 
 
 @router.post("/append")
+@requires(Need(Operation.CLUSTER_ACTION, ResourceType.CLUSTER))
 async def append(request: Request, topic: str, partition: int, acks: int = 1,
                  timeout_ms: int = Query(30000, ge=0)) -> Response:
     broker = broker_of(request)
@@ -51,7 +61,10 @@ async def append(request: Request, topic: str, partition: int, acks: int = 1,
         info = await broker.local_append(topic, partition, data, acks=acks,
                                          timeout_ms=timeout_ms)
     except FranzError as exc:
-        return _error(exc)
+        # records or a target refused for what they are (garbage, an internal topic) will
+        # never succeed: 400; the rest (not leader, timeouts...) stay 409
+        refused = isinstance(exc, CorruptRecordError | InvalidRecordError | InvalidTopicError)
+        return _error(exc, status=400 if refused else 409)
     return Response(orjson.dumps({
         "first_offset": info.first_offset, "last_offset": info.last_offset,
         "max_timestamp": info.max_timestamp, "log_append_time": info.log_append_time,
@@ -60,6 +73,7 @@ async def append(request: Request, topic: str, partition: int, acks: int = 1,
 
 
 @router.get("/fetch")
+@requires(Need(Operation.CLUSTER_ACTION, ResourceType.CLUSTER))
 async def fetch(request: Request, topic: str, partition: int, offset: int,
                 max_bytes: int = Query(1048576, ge=1), max_wait_ms: int = Query(0, ge=0)) -> Response:
     broker = broker_of(request)
@@ -72,6 +86,7 @@ async def fetch(request: Request, topic: str, partition: int, offset: int,
 
 
 @router.get("/offsets")
+@requires(Need(Operation.CLUSTER_ACTION, ResourceType.CLUSTER))
 async def offsets(request: Request, topic: str, partition: int) -> Response:
     broker = broker_of(request)
     try:
@@ -85,6 +100,7 @@ async def offsets(request: Request, topic: str, partition: int) -> Response:
 
 
 @router.get("/replicas")
+@requires(Need(Operation.CLUSTER_ACTION, ResourceType.CLUSTER))
 async def replicas(request: Request) -> Response:
     """This broker's replicas with role, epoch, ISR, HW and LEO (for tests and operators)."""
     broker = broker_of(request)
@@ -97,6 +113,7 @@ async def replicas(request: Request) -> Response:
 
 
 @router.post("/groups/{op}")
+@requires(Need(Operation.CLUSTER_ACTION, ResourceType.CLUSTER))
 async def group_call(request: Request, op: str) -> Response:
     """A consumer-group call for a group this broker coordinates (served here, never
     forwarded again; ``core.broker.consumer.wire``)."""
@@ -111,6 +128,7 @@ async def group_call(request: Request, op: str) -> Response:
 
 
 @router.post("/controlled_shutdown")
+@requires(Need(Operation.CLUSTER_ACTION, ResourceType.CLUSTER))
 async def controlled_shutdown(request: Request, broker_id: int) -> Response:
     broker = broker_of(request)
     try:

@@ -10,6 +10,7 @@ from starlette.responses import Response
 from api.deps import broker_of
 from api.openapi import ok
 from api.responses import check_accept, v2_json
+from api.security.authorization import authenticated_only
 
 router = APIRouter(tags=["v2 brokers"], dependencies=[Depends(check_accept)])
 
@@ -22,11 +23,13 @@ _EMPTY: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("/", summary="Liveness: answers {}", responses=_EMPTY)
+@authenticated_only("the API root")
 async def root(request: Request) -> Response:
     return v2_json(request, {})
 
 
 @router.post("/", summary="Liveness: answers {}", responses=_EMPTY)
+@authenticated_only("the API root")
 async def root_post(request: Request) -> Response:
     return v2_json(request, {})
 
@@ -36,6 +39,7 @@ async def root_post(request: Request) -> Response:
     summary="List broker ids",
     responses=ok("BrokersOut", {"brokers": [0, 1, 2]}),
 )
+@authenticated_only("the broker list, which Kafka's metadata gives every client")
 async def list_brokers(request: Request) -> Response:
     brokers = await broker_of(request).list_brokers()
     return v2_json(request, {"brokers": [b.broker_id for b in brokers]})

@@ -28,6 +28,8 @@ from api.deps import consumers_of, render_cache_of
 from api.errors import ApiError, ErrorCode
 from api.hot_routes import HotQuery, hot_route
 from api.openapi import errors, records_ok
+from api.security.authentication import principal_name
+from api.security.authorization import Need, requires
 from api.v2.consumers import INSTANCE
 from api.v2.embedded import (
     NotJsonError,
@@ -35,6 +37,7 @@ from api.v2.embedded import (
     render_binary_chunks,
     render_records,
 )
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 
 router = APIRouter(tags=["v2 consumers"])
@@ -120,21 +123,24 @@ def _positive(value: int | None) -> int | None:
     "Records also carry `timestamp`, `timestamp_type` and `headers` (franz extensions).",
     responses={**records_ok(BINARY_EXAMPLE, JSON_EXAMPLE), **errors(404, 406, 500)},
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it; READ on the topics read, checked by the coordinator on every read")
 async def read_records(group: str, instance: str, request: Request) -> Response:
     q = RECORDS_QUERY.parse(request)
     timeout, max_bytes = q.get("timeout"), q.get("max_bytes")
     consumers = consumers_of(request)
-    info = await consumers.get(group, instance)
+    owner = principal_name(request)
+    info = await consumers.get(group, instance, principal=owner)
     fmt, media = records_format(request.headers.get("accept"), instance_format(info))
     binary = fmt is EmbeddedFormat.BINARY
     polled = await consumers.poll(
-        group, instance, timeout_ms=_positive(timeout), max_bytes=_positive(max_bytes))
+        group, instance, timeout_ms=_positive(timeout), max_bytes=_positive(max_bytes),
+        principal=owner)
     if binary:  # per-batch renderings, made once per fetched batch, then sliced
         return Response(render_binary_chunks(render_cache_of(request), polled.chunks),
                         media_type=media)
     rows, bad, first = render_until_bad_json(fmt, polled)
     if bad:
-        await consumers.seek(group, instance, bad)
+        await consumers.seek(group, instance, bad, principal=owner)
         if not rows and first is not None:
             raise not_json_error(first)
     return Response(orjson.dumps(rows), media_type=media)

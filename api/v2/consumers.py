@@ -24,8 +24,11 @@ from api.deps import broker_of, consumers_of
 from api.errors import ApiError, ErrorCode
 from api.openapi import errors, json_body, ok
 from api.responses import check_accept, no_content, v2_json
+from api.security.authentication import principal_name
+from api.security.authorization import Need, require, requires
 from api.v2.body import read_json, require_json
 from api.v2.schemas import CREATE_CONSUMER, PARTITIONS, SUBSCRIPTION
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 
 router = APIRouter(tags=["v2 consumers"], dependencies=[Depends(check_accept)])
@@ -143,9 +146,11 @@ def topic_partitions(rows: list[Any]) -> list[TopicPartition]:
         **errors(400, 409, 415, 422),
     },
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the new instance belongs to the principal")
 async def create_consumer(group: str, request: Request) -> Response:
     req = await read_json(request, CREATE_CONSUMER) or {}
-    info = await consumers_of(request).create(group, **create_kwargs(dict(req)))
+    info = await consumers_of(request).create(group, **create_kwargs(dict(req)),
+                                              owner=principal_name(request))
     instance_id = info.instance_id
     return v2_json(
         request, {"instance_id": instance_id, "base_uri": base_uri(request, group, instance_id)}
@@ -158,8 +163,9 @@ async def create_consumer(group: str, request: Request) -> Response:
     summary="Delete a consumer instance",
     responses={**ok(None, status=204, description="Deleted"), **errors(404)},
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it")
 async def delete_consumer(group: str, instance: str, request: Request) -> Response:
-    await consumers_of(request).delete(group, instance)
+    await consumers_of(request).delete(group, instance, principal=principal_name(request))
     return no_content()
 
 
@@ -171,13 +177,18 @@ async def delete_consumer(group: str, instance: str, request: Request) -> Respon
     openapi_extra=json_body("SubscriptionRequest", {"topics": ["orders", "payments"]}),
     responses={**ok(None, status=204, description="Subscribed"), **errors(400, 404, 409, 415, 422)},
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it; READ on each topic named (a pattern subscribes to the matching topics the principal may READ)")
 async def subscribe(group: str, instance: str, request: Request) -> Response:
     req = await require_json(request, SUBSCRIPTION)
     topics, pattern = req.get("topics"), req.get("topic_pattern")
+    owner = principal_name(request)
     if topics:
-        await consumers_of(request).subscribe(group, instance, topics=list(topics))
+        for topic in dict.fromkeys(topics):
+            require(request, Operation.READ, ResourceType.TOPIC, topic)
+        await consumers_of(request).subscribe(group, instance, topics=list(topics),
+                                              principal=owner)
     elif pattern:
-        await consumers_of(request).subscribe(group, instance, pattern=pattern)
+        await consumers_of(request).subscribe(group, instance, pattern=pattern, principal=owner)
     else:
         raise ApiError(
             422,
@@ -192,8 +203,10 @@ async def subscribe(group: str, instance: str, request: Request) -> Response:
     summary="Current subscription",
     responses={**ok("SubscriptionOut", {"topics": ["orders", "payments"]}), **errors(404)},
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it")
 async def get_subscription(group: str, instance: str, request: Request) -> Response:
-    topics = await consumers_of(request).subscription(group, instance)
+    topics = await consumers_of(request).subscription(group, instance,
+                                                      principal=principal_name(request))
     return v2_json(request, {"topics": list(topics)})
 
 
@@ -203,8 +216,9 @@ async def get_subscription(group: str, instance: str, request: Request) -> Respo
     summary="Unsubscribe from all",
     responses={**ok(None, status=204, description="Unsubscribed"), **errors(404)},
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it")
 async def unsubscribe(group: str, instance: str, request: Request) -> Response:
-    await consumers_of(request).unsubscribe(group, instance)
+    await consumers_of(request).unsubscribe(group, instance, principal=principal_name(request))
     return no_content()
 
 
@@ -215,9 +229,14 @@ async def unsubscribe(group: str, instance: str, request: Request) -> Response:
     openapi_extra=json_body("PartitionsRequest", _TPS_EXAMPLE),
     responses={**ok(None, status=204, description="Assigned"), **errors(400, 404, 409, 415, 422)},
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it; READ on each topic assigned")
 async def assign(group: str, instance: str, request: Request) -> Response:
     req = await require_json(request, PARTITIONS)
-    await consumers_of(request).assign(group, instance, topic_partitions(req["partitions"]))
+    partitions = topic_partitions(req["partitions"])
+    for topic in dict.fromkeys(tp.topic for tp in partitions):
+        require(request, Operation.READ, ResourceType.TOPIC, topic)
+    await consumers_of(request).assign(group, instance, partitions,
+                                       principal=principal_name(request))
     return no_content()
 
 
@@ -226,6 +245,8 @@ async def assign(group: str, instance: str, request: Request) -> Response:
     summary="Current assignment (manual or from the group)",
     responses={**ok("AssignmentsOut", _TPS_EXAMPLE), **errors(404)},
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it")
 async def get_assignments(group: str, instance: str, request: Request) -> Response:
-    tps = await consumers_of(request).assignment(group, instance)
+    tps = await consumers_of(request).assignment(group, instance,
+                                                 principal=principal_name(request))
     return v2_json(request, {"partitions": [{"topic": t, "partition": p} for t, p in tps]})

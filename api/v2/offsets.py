@@ -19,9 +19,12 @@ from api.deps import consumers_of
 from api.errors import ApiError, ErrorCode
 from api.openapi import errors, json_body, ok
 from api.responses import check_accept, no_content, v2_json
+from api.security.authentication import principal_name
+from api.security.authorization import Need, require, requires
 from api.v2.body import read_json, require_json
 from api.v2.consumers import INSTANCE, topic_partitions
 from api.v2.schemas import COMMIT, PARTITIONS, POSITIONS
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 
 router = APIRouter(tags=["v2 consumers"], dependencies=[Depends(check_accept)])
@@ -72,6 +75,7 @@ def commit_offsets(rows: list[Any]) -> dict[TopicPartition, tuple[int, str]]:
         **errors(400, 404, 409, 415, 422),
     },
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it")
 async def seek(group: str, instance: str, request: Request) -> Response:
     req = await require_json(request, POSITIONS)
     consumers = consumers_of(request)
@@ -82,6 +86,7 @@ async def seek(group: str, instance: str, request: Request) -> Response:
             group,
             instance,
             {TopicPartition(r["topic"], r["partition"]): r["offset"] for r in offsets},
+            principal=principal_name(request),
         )
     if stamps:
         await consumers.seek_to_timestamp(
@@ -93,6 +98,7 @@ async def seek(group: str, instance: str, request: Request) -> Response:
                 )
                 for i, r in enumerate(stamps)
             },
+            principal=principal_name(request),
         )
     return no_content()
 
@@ -107,10 +113,11 @@ async def seek(group: str, instance: str, request: Request) -> Response:
         **errors(400, 404, 409, 415, 422),
     },
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it")
 async def seek_to_beginning(group: str, instance: str, request: Request) -> Response:
     req = await require_json(request, PARTITIONS)
     await consumers_of(request).seek_to_beginning(
-        group, instance, topic_partitions(req["partitions"])
+        group, instance, topic_partitions(req["partitions"]), principal=principal_name(request)
     )
     return no_content()
 
@@ -125,9 +132,11 @@ async def seek_to_beginning(group: str, instance: str, request: Request) -> Resp
         **errors(400, 404, 409, 415, 422),
     },
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it")
 async def seek_to_end(group: str, instance: str, request: Request) -> Response:
     req = await require_json(request, PARTITIONS)
-    await consumers_of(request).seek_to_end(group, instance, topic_partitions(req["partitions"]))
+    await consumers_of(request).seek_to_end(group, instance, topic_partitions(req["partitions"]),
+                                            principal=principal_name(request))
     return no_content()
 
 
@@ -158,6 +167,7 @@ async def seek_to_end(group: str, instance: str, request: Request) -> Response:
         **errors(400, 404, 409, 415, 422, 500),
     },
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it; READ on each topic committed")
 async def commit(
     group: str,
     instance: str,
@@ -166,7 +176,9 @@ async def commit(
 ) -> Response:
     req = await read_json(request, COMMIT)
     offsets = None if req is None else commit_offsets(req["offsets"])
-    await consumers_of(request).commit(group, instance, offsets)
+    for topic in dict.fromkeys(tp.topic for tp in offsets or ()):
+        require(request, Operation.READ, ResourceType.TOPIC, topic)
+    await consumers_of(request).commit(group, instance, offsets, principal=principal_name(request))
     return v2_json(request, [])
 
 
@@ -183,12 +195,14 @@ async def commit(
         **errors(400, 404, 415, 422),
     },
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it")
 async def committed(group: str, instance: str, request: Request) -> Response:
     req = await read_json(request, PARTITIONS)
     if req is None:
         raise ApiError(404, ErrorCode.PARTITION_NOT_FOUND, "Partition not found.")
     tps = topic_partitions(req["partitions"])
-    found = await consumers_of(request).committed(group, instance, tps)
+    found = await consumers_of(request).committed(group, instance, tps,
+                                                  principal=principal_name(request))
     rows = [
         {
             "topic": tp.topic,

@@ -33,9 +33,11 @@ from api.errors import V2_MEDIA, ApiError, ErrorCode, message_for, spec_for
 from api.hot_routes import HotQuery, hot_route
 from api.openapi import errors, ok, ref
 from api.responses import check_accept
+from api.security.authorization import Need, may_create_topic, requires
 from api.v2.body import empty_body_error, parse
 from api.v2.embedded import binary_columns_fast, produce_records
 from api.v2.schemas import BINARY_PRODUCE, JSON_PRODUCE
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import ProduceColumns, ProduceResults, RecordResult
 from core.errors import FranzError
 
@@ -226,7 +228,8 @@ async def produce(request: Request, topic: str, partition: int | None) -> Respon
     require_supported(fmt)
     records = parse_produce(fmt, await _read_body(request))
     results = await broker_of(request).produce(
-        topic, records, partition=partition, acks=parse_acks(acks)
+        topic, records, partition=partition, acks=parse_acks(acks),
+        may_create=may_create_topic(request),
     )
     status, body = produce_answer(results, strict=strict)
     return Response(body, status_code=status, media_type=V2_MEDIA)
@@ -240,6 +243,7 @@ async def produce(request: Request, topic: str, partition: int | None) -> Respon
     openapi_extra=_OPENAPI_BODY,
     responses=_RESPONSES,
 )
+@requires(Need(Operation.WRITE, ResourceType.TOPIC, "topic"))
 async def produce_to_topic(topic: str, request: Request) -> Response:
     return await produce(request, topic, None)
 
@@ -251,5 +255,6 @@ async def produce_to_topic(topic: str, request: Request) -> Response:
     openapi_extra=_OPENAPI_BODY,
     responses=_RESPONSES,
 )
+@requires(Need(Operation.WRITE, ResourceType.TOPIC, "topic"))
 async def produce_to_partition(topic: str, partition: int, request: Request) -> Response:
     return await produce(request, topic, partition)

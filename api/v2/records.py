@@ -34,6 +34,7 @@ from api.deps import broker_of, render_cache_of
 from api.hot_routes import HotQuery, hot_route
 from api.openapi import errors, records_ok
 from api.render_cache import RenderCache
+from api.security.authorization import Need, requires
 from api.v2.consumer_records import (
     BINARY_EXAMPLE,
     JSON_EXAMPLE,
@@ -41,6 +42,7 @@ from api.v2.consumer_records import (
     render_until_bad_json,
 )
 from api.v2.embedded import cached_binary_fragments
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -83,6 +85,7 @@ RANGE_QUERY = HotQuery(RangeQuery)
     summary="Read a range of a partition without a consumer (franz)",
     responses=_responses(),
 )
+@requires(Need(Operation.READ, ResourceType.TOPIC, "topic"))
 async def read_range(topic: str, partition: int, request: Request) -> Response:
     q = RANGE_QUERY.parse(request)
     offset, max_bytes = q["offset"], q.get("max_bytes")

@@ -15,7 +15,9 @@ from starlette.responses import Response
 from api.deps import broker_of
 from api.openapi import errors, ok
 from api.responses import check_accept, v2_json
+from api.security.authorization import Need, requires, visible
 from core.broker.errors import UnknownPartitionError
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import PartitionInfo, TopicInfo
 
 router = APIRouter(tags=["v2 topics"], dependencies=[Depends(check_accept)])
@@ -69,8 +71,10 @@ def _find(info: TopicInfo, partition: int) -> PartitionInfo:
         }
     },
 )
+@requires(also="lists only the topics the principal may DESCRIBE")
 async def list_topics(request: Request) -> Response:
-    return v2_json(request, await broker_of(request).list_topics())
+    names = await broker_of(request).list_topics()
+    return v2_json(request, visible(request, Operation.DESCRIBE, ResourceType.TOPIC, names))
 
 
 @router.get(
@@ -78,6 +82,7 @@ async def list_topics(request: Request) -> Response:
     summary="Describe a topic",
     responses={**ok("TopicOut", _TOPIC), **errors(404)},
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic"))
 async def get_topic(topic: str, request: Request) -> Response:
     return v2_json(request, topic_out(await broker_of(request).describe_topic(topic)))
 
@@ -103,6 +108,7 @@ async def get_topic(topic: str, request: Request) -> Response:
         **errors(404),
     },
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic"))
 async def list_partitions(topic: str, request: Request) -> Response:
     info = await broker_of(request).describe_topic(topic)
     return v2_json(request, [partition_out(p) for p in info.partitions])
@@ -113,6 +119,7 @@ async def list_partitions(topic: str, request: Request) -> Response:
     summary="Describe one partition",
     responses={**ok("PartitionOut", _PARTITION), **errors(404)},
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic"))
 async def get_partition(topic: str, partition: int, request: Request) -> Response:
     info = await broker_of(request).describe_topic(topic)
     return v2_json(request, partition_out(_find(info, partition)))
@@ -128,6 +135,7 @@ async def get_partition(topic: str, partition: int, request: Request) -> Respons
         **errors(404),
     },
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic"))
 async def get_partition_offsets(topic: str, partition: int, request: Request) -> Response:
     offsets = await broker_of(request).partition_offsets(topic, partition)
     body = {"beginning_offset": offsets.log_start_offset, "end_offset": offsets.high_watermark}

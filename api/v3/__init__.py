@@ -1,6 +1,8 @@
 """Confluent REST Proxy v3 routers, under ``/v3`` (rest-api-reference §3; docs/api-v3.md).
 
-    clusters         /v3/clusters, the cluster, brokers, a broker's replicas, ACLs (none)
+    clusters         /v3/clusters, the cluster, brokers, a broker's replicas
+    acls             ACLs: search, create, batch create, delete (Kafka's ACL model)
+    users            franz: users and API keys (HTTP Basic credentials)
     topics           list, describe, create, PATCH partitions_count, delete
     partitions       partitions, offsets, replicas
     reassignments    ongoing reassignments; franz: start one, preferred leader election
@@ -21,6 +23,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.v3 import (
+    acls,
     clusters,
     configs,
     consumer_groups,
@@ -30,6 +33,7 @@ from api.v3 import (
     reassignments,
     records,
     topics,
+    users,
 )
 from api.v3.group_admin import router as group_admin_router  # franz: offsets, reset, delete
 from api.v3.models import OPENAPI_SCHEMAS
@@ -38,7 +42,8 @@ router = APIRouter()
 router.include_router(clusters.root_router)
 # Order matters where paths overlap: "/topics/-/..." routes precede "/topics/{topic_name}/...".
 router.include_router(reassignments.router)  # before partitions: replaces its empty lists
-for _module in (clusters, configs, topics, partitions, consumer_groups, lags, produce, records):
+for _module in (clusters, acls, users, configs, topics, partitions, consumer_groups, lags,
+                produce, records):
     router.include_router(_module.router)
 router.include_router(group_admin_router)
 

@@ -1,9 +1,8 @@
-"""v3 clusters, brokers, a broker's partition replicas, and ACLs.
+"""v3 clusters, brokers and a broker's partition replicas.
 
 There is exactly one cluster: the broker's own (``cluster_id`` from the metadata
 store). Any other cluster id in a path is 404 / 404 "Cluster X cannot be found.".
-franz has no authorizer, so every ACL call is 400 / 40002, as Confluent answers when
-the brokers have none (Kafka's SecurityDisabledException).
+ACLs: ``api.v3.acls``.
 """
 
 from __future__ import annotations
@@ -14,10 +13,9 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from api.deps import broker_of
-from api.errors import ApiError, ErrorCode
+from api.security.authorization import authenticated_only, requires, visible
 from api.v3.common import ClusterLinks, Links, V3Response, cluster_links, errors, not_found, v3_json
 from api.v3.models import (
-    KafkaAclList,
     KafkaBroker,
     KafkaBrokerList,
     KafkaCluster,
@@ -25,6 +23,7 @@ from api.v3.models import (
     KafkaReplicaList,
 )
 from api.v3.partitions import replica_data
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import BrokerInfo
 
 root_router = APIRouter(prefix="/v3", tags=["v3 clusters"], default_response_class=V3Response)
@@ -35,7 +34,6 @@ router = APIRouter(
     default_response_class=V3Response,
 )
 
-NO_AUTHORIZER = "Security features are disabled: no authorizer is configured on the broker."
 
 
 def cluster_data(links: Links, controller: int | None) -> dict[str, Any]:
@@ -75,6 +73,7 @@ async def find_broker(request: Request, broker_id: int) -> BrokerInfo:
 
 
 @root_router.get("/clusters", summary="List clusters (the one)", response_model=KafkaClusterList)
+@authenticated_only("the cluster id, which Kafka's metadata gives every client")
 async def list_clusters(request: Request) -> Response:
     broker = broker_of(request)
     links = Links.of(request, broker.cluster_id)
@@ -89,6 +88,7 @@ async def list_clusters(request: Request) -> Response:
 
 
 @router.get("", summary="Describe the cluster", response_model=KafkaCluster, responses=errors(404))
+@authenticated_only("the cluster id, which Kafka's metadata gives every client")
 async def get_cluster(links: ClusterLinks, request: Request) -> Response:
     return v3_json(cluster_data(links, await broker_of(request).controller_id()))
 
@@ -96,6 +96,7 @@ async def get_cluster(links: ClusterLinks, request: Request) -> Response:
 @router.get(
     "/brokers", summary="List live brokers", response_model=KafkaBrokerList, responses=errors(404)
 )
+@authenticated_only("the broker list, which Kafka's metadata gives every client")
 async def list_brokers(links: ClusterLinks, request: Request) -> Response:
     data = [broker_data(links, b) for b in await broker_of(request).list_brokers()]
     return v3_json(links.collection("KafkaBrokerList", ("brokers",), data))
@@ -107,6 +108,7 @@ async def list_brokers(links: ClusterLinks, request: Request) -> Response:
     response_model=KafkaBroker,
     responses=errors(404),
 )
+@authenticated_only("the broker list, which Kafka's metadata gives every client")
 async def get_broker(broker_id: int, links: ClusterLinks, request: Request) -> Response:
     return v3_json(broker_data(links, await find_broker(request, broker_id)))
 
@@ -117,11 +119,12 @@ async def get_broker(broker_id: int, links: ClusterLinks, request: Request) -> R
     response_model=KafkaReplicaList,
     responses=errors(404),
 )
+@requires(also="lists only replicas of topics the principal may DESCRIBE")
 async def list_broker_replicas(broker_id: int, links: ClusterLinks, request: Request) -> Response:
     await find_broker(request, broker_id)
     broker = broker_of(request)
     data = []
-    for name in await broker.list_topics():
+    for name in visible(request, Operation.DESCRIBE, ResourceType.TOPIC, await broker.list_topics()):
         info = await broker.describe_topic(name)
         data += [
             replica_data(links, name, p, broker_id)
@@ -130,56 +133,3 @@ async def list_broker_replicas(broker_id: int, links: ClusterLinks, request: Req
         ]
     parts = ("brokers", broker_id, "partition-replicas")
     return v3_json(links.collection("KafkaReplicaList", parts, data))
-
-
-# --- ACLs: no authorizer --------------------------------------------------------------------
-
-
-def _no_authorizer() -> ApiError:
-    return ApiError(400, ErrorCode.KAFKA_BAD_REQUEST, NO_AUTHORIZER)
-
-
-_ACL_NOTE = (
-    "franz has no authorizer: always 400 / 40002 (Confluent's answer when the brokers have none)."
-)
-
-
-@router.get(
-    "/acls",
-    summary="Search ACLs (no authorizer)",
-    description=_ACL_NOTE,
-    response_model=KafkaAclList,
-    responses=errors(400, 404),
-)
-async def search_acls() -> Response:
-    raise _no_authorizer()
-
-
-@router.post(
-    "/acls",
-    summary="Create an ACL (no authorizer)",
-    description=_ACL_NOTE,
-    responses=errors(400, 404),
-)
-async def create_acl() -> Response:
-    raise _no_authorizer()
-
-
-@router.post(
-    "/acls:batch",
-    summary="Create ACLs (no authorizer)",
-    description=_ACL_NOTE,
-    responses=errors(400, 404),
-)
-async def create_acls() -> Response:
-    raise _no_authorizer()
-
-
-@router.delete(
-    "/acls",
-    summary="Delete ACLs (no authorizer)",
-    description=_ACL_NOTE,
-    responses=errors(400, 404),
-)
-async def delete_acls() -> Response:
-    raise _no_authorizer()

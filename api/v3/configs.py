@@ -27,6 +27,7 @@ from starlette.responses import Response
 
 from api.deps import broker_of
 from api.errors import ApiError, ErrorCode
+from api.security.authorization import Need, requires, visible
 from api.v3.clusters import find_broker
 from api.v3.common import (
     ClusterLinks,
@@ -51,6 +52,7 @@ from api.v3.models import (
     KafkaTopicConfig,
     KafkaTopicConfigList,
 )
+from core.broker.security.acl import Operation, ResourceType
 from core.storage.config import ConfigEntry
 from core.storage.errors import InvalidConfigError
 
@@ -137,10 +139,13 @@ def _set_value(name: str, value: ConfigValueIn) -> str:
     response_model=KafkaTopicConfigList,
     responses=errors(404),
 )
+@requires(also="lists only the topics the principal may DESCRIBE_CONFIGS")
 async def list_all_topic_configs(links: ClusterLinks, request: Request) -> Response:
     broker = broker_of(request)
     data = []
-    for topic in await broker.list_topics():
+    topics = visible(request, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                     await broker.list_topics())
+    for topic in topics:
         data += [
             topic_config_data(links, topic, e) for e in await broker.describe_topic_configs(topic)
         ]
@@ -153,6 +158,7 @@ async def list_all_topic_configs(links: ClusterLinks, request: Request) -> Respo
     response_model=KafkaTopicConfigList,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, "topic_name"))
 async def list_topic_configs(topic_name: str, links: ClusterLinks, request: Request) -> Response:
     entries = await broker_of(request).describe_topic_configs(topic_name)
     data = [topic_config_data(links, topic_name, e) for e in entries]
@@ -167,6 +173,7 @@ async def list_topic_configs(topic_name: str, links: ClusterLinks, request: Requ
     response_model=KafkaTopicConfig,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, "topic_name"))
 async def get_topic_config(
     topic_name: str, name: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -183,6 +190,7 @@ async def get_topic_config(
     openapi_extra=body_doc("UpdateConfigRequest", {"value": "86400000"}),
     responses=errors(400, 404, 415, 422),
 )
+@requires(Need(Operation.ALTER_CONFIGS, ResourceType.TOPIC, "topic_name"))
 async def update_topic_config(
     topic_name: str, name: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -200,6 +208,7 @@ async def update_topic_config(
     status_code=204,
     responses=errors(404),
 )
+@requires(Need(Operation.ALTER_CONFIGS, ResourceType.TOPIC, "topic_name"))
 async def reset_topic_config(
     topic_name: str, name: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -218,6 +227,7 @@ async def reset_topic_config(
     openapi_extra=body_doc("AlterConfigBatchRequest", _ALTER_EXAMPLE),
     responses=errors(400, 404, 415, 422),
 )
+@requires(Need(Operation.ALTER_CONFIGS, ResourceType.TOPIC, "topic_name"))
 async def alter_topic_configs(topic_name: str, links: ClusterLinks, request: Request) -> Response:
     req = await read_body(request, ALTER_CONFIGS)
     known = await _topic_entries(request, topic_name)
@@ -267,6 +277,7 @@ async def _broker_entries(request: Request, broker_id: int) -> list[ConfigEntry]
     response_model=KafkaBrokerConfigList,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER))
 async def list_broker_configs(broker_id: int, links: ClusterLinks, request: Request) -> Response:
     data = [
         broker_config_data(links, broker_id, e) for e in await _broker_entries(request, broker_id)
@@ -282,6 +293,7 @@ async def list_broker_configs(broker_id: int, links: ClusterLinks, request: Requ
     response_model=KafkaBrokerConfig,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER))
 async def get_broker_config(
     broker_id: int, name: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -297,6 +309,7 @@ async def get_broker_config(
     response_model=KafkaClusterConfigList,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER))
 async def list_cluster_configs(links: ClusterLinks) -> Response:
     return v3_json(links.collection("KafkaClusterConfigList", ("broker-configs",), []))
 
@@ -307,5 +320,6 @@ async def list_cluster_configs(links: ClusterLinks) -> Response:
     response_model=KafkaClusterConfig,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER))
 async def get_cluster_config(name: str, links: ClusterLinks) -> Response:
     raise _unknown_config(links, "BROKER", "(cluster default)", name)

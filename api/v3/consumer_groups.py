@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from api.deps import broker_of, consumers_of
+from api.security.authorization import Need, requires, visible
 from api.v3.common import ClusterLinks, Links, V3Response, cluster_links, errors, not_found, v3_json
 from api.v3.models import (
     KafkaConsumer,
@@ -28,6 +29,7 @@ from api.v3.models import (
 from core.broker.consumer.manager import GroupDescription
 from core.broker.errors import UnknownTopicError
 from core.broker.group.group import MemberDescription
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import OFFSETS_TOPIC
 
 router = APIRouter(
@@ -132,11 +134,13 @@ def find_member(desc: GroupDescription, consumer_id: str) -> MemberDescription:
     response_model=KafkaConsumerGroupList,
     responses=errors(404),
 )
+@requires(also="lists only the groups the principal may DESCRIBE")
 async def list_groups(links: ClusterLinks, request: Request) -> Response:
     consumers = consumers_of(request)
     data = []
-    for summary in sorted(await consumers.list_groups(), key=lambda s: s.group_id):
-        desc = await consumers.describe_group(summary.group_id)
+    groups = sorted(s.group_id for s in await consumers.list_groups())
+    for group in visible(request, Operation.DESCRIBE, ResourceType.GROUP, groups):
+        desc = await consumers.describe_group(group)
         data.append(group_data(links, desc, await coordinator_id(request, desc)))
     return v3_json(links.collection("KafkaConsumerGroupList", ("consumer-groups",), data))
 
@@ -147,6 +151,7 @@ async def list_groups(links: ClusterLinks, request: Request) -> Response:
     response_model=KafkaConsumerGroup,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.GROUP, "consumer_group_id"))
 async def get_group(consumer_group_id: str, links: ClusterLinks, request: Request) -> Response:
     desc = await consumers_of(request).describe_group(consumer_group_id)
     return v3_json(group_data(links, desc, await coordinator_id(request, desc)))
@@ -158,6 +163,7 @@ async def get_group(consumer_group_id: str, links: ClusterLinks, request: Reques
     response_model=KafkaConsumerList,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.GROUP, "consumer_group_id"))
 async def list_consumers(consumer_group_id: str, links: ClusterLinks, request: Request) -> Response:
     desc = await consumers_of(request).describe_group(consumer_group_id)
     data = [consumer_data(links, consumer_group_id, m) for m in desc.members]
@@ -171,6 +177,7 @@ async def list_consumers(consumer_group_id: str, links: ClusterLinks, request: R
     response_model=KafkaConsumer,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.GROUP, "consumer_group_id"))
 async def get_consumer(
     consumer_group_id: str, consumer_id: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -184,6 +191,7 @@ async def get_consumer(
     response_model=KafkaConsumerAssignmentList,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.GROUP, "consumer_group_id"))
 async def list_assignments(
     consumer_group_id: str, consumer_id: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -203,6 +211,7 @@ async def list_assignments(
     response_model=KafkaConsumerAssignment,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.GROUP, "consumer_group_id"))
 async def get_assignment(
     consumer_group_id: str,
     consumer_id: str,

@@ -30,6 +30,7 @@ from typing_extensions import TypedDict
 
 from api.deps import broker_of, consumers_of
 from api.errors import ApiError, ErrorCode
+from api.security.authorization import Need, require, requires, visible
 from api.v3.common import (
     ClusterLinks,
     V3Response,
@@ -42,6 +43,7 @@ from api.v3.common import (
 from api.v3.models import CollectionMetadata
 from core.broker.errors import GroupIdNotFoundError, UnknownPartitionError
 from core.broker.group.group import GroupDescription
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 
 router = APIRouter(
@@ -141,6 +143,7 @@ def _not_inactive(desc: GroupDescription) -> ApiError:
     response_model=KafkaConsumerGroupOffsetList,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.GROUP, "consumer_group_id"), also="lists only partitions of topics the principal may DESCRIBE")
 async def list_group_offsets(
     consumer_group_id: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -149,8 +152,10 @@ async def list_group_offsets(
     committed = await consumers.group_offsets(consumer_group_id)
     owners = {tp: m for m in desc.members for tp in m.assignment}
     data = []
+    shown = set(visible(request, Operation.DESCRIBE, ResourceType.TOPIC,
+                        {tp[0] for tp in (*committed, *owners)}))
     for topic, partition in sorted({*committed, *owners}):
-        if broker.cache.topic(topic) is None:
+        if topic not in shown or broker.cache.topic(topic) is None:
             continue  # a deleted topic's old commit
         end = (await broker.partition_offsets(topic, partition)).high_watermark
         current = committed.get(TopicPartition(topic, partition))
@@ -179,6 +184,7 @@ async def list_group_offsets(
     openapi_extra=_ALTER_DOC,
     responses=errors(400, 404, 415, 422),
 )
+@requires(Need(Operation.READ, ResourceType.GROUP, "consumer_group_id"), also="READ on each topic in the body")
 async def alter_group_offsets(
     consumer_group_id: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -187,6 +193,7 @@ async def alter_group_offsets(
     offsets: dict[TopicPartition, int] = {}
     for entry in req["data"]:
         topic, partition = entry["topic_name"], entry["partition_id"]
+        require(request, Operation.READ, ResourceType.TOPIC, topic)
         info = await broker.describe_topic(topic)  # UnknownTopicError: 404 / 40403
         if not any(p.partition == partition for p in info.partitions):
             raise UnknownPartitionError(f"Partition {partition} of topic '{topic}' not found.")
@@ -208,6 +215,7 @@ async def alter_group_offsets(
     status_code=204,
     responses=errors(400, 404),
 )
+@requires(Need(Operation.DELETE, ResourceType.GROUP, "consumer_group_id"))
 async def delete_group(consumer_group_id: str, links: ClusterLinks, request: Request) -> Response:
     await consumers_of(request).delete_group(consumer_group_id)
     return no_content()

@@ -22,11 +22,13 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from api.deps import broker_of, consumers_of
+from api.security.authorization import Need, requires, visible
 from api.v3.common import ClusterLinks, Links, V3Response, cluster_links, errors, not_found, v3_json
 from api.v3.models import KafkaConsumerGroupLagSummary, KafkaConsumerLag, KafkaConsumerLagList
 from core.broker.consumer.manager import GroupDescription
 from core.broker.errors import UnknownTopicOrPartitionError
 from core.broker.group.group import MemberDescription
+from core.broker.security.acl import Operation, ResourceType
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
@@ -86,6 +88,9 @@ async def group_lags(request: Request, group: str) -> list[Lag]:
     consumers = consumers_of(request)
     desc = await consumers.describe_group(group)
     committed = await consumers.group_offsets(group)
+    shown = set(visible(request, Operation.DESCRIBE, ResourceType.TOPIC,
+                        {tp[0] for tp in committed}))
+    committed = {tp: o for tp, o in committed.items() if tp[0] in shown}
     if not committed:
         raise not_found("Consumer group offsets could not be found.")
     broker = broker_of(request)
@@ -145,6 +150,7 @@ def summary_data(links: Links, group: str, lags: list[Lag]) -> dict[str, Any]:
     response_model=KafkaConsumerLagList,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.GROUP, "consumer_group_id"), also="lists only partitions of topics the principal may DESCRIBE")
 async def list_lags(consumer_group_id: str, links: ClusterLinks, request: Request) -> Response:
     lags = await group_lags(request, consumer_group_id)
     if not lags:
@@ -160,6 +166,7 @@ async def list_lags(consumer_group_id: str, links: ClusterLinks, request: Reques
     response_model=KafkaConsumerLag,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.GROUP, "consumer_group_id"), Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic_name"))
 async def get_lag(
     consumer_group_id: str,
     topic_name: str,
@@ -181,6 +188,7 @@ async def get_lag(
     response_model=KafkaConsumerGroupLagSummary,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.GROUP, "consumer_group_id"), also="summarises only partitions of topics the principal may DESCRIBE")
 async def get_lag_summary(
     consumer_group_id: str, links: ClusterLinks, request: Request
 ) -> Response:

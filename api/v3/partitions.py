@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from api.deps import broker_of
 from api.errors import ApiError, ErrorCode
+from api.security.authorization import Need, requires
 from api.v3.common import ClusterLinks, Links, V3Response, cluster_links, errors, not_found, v3_json
 from api.v3.models import (
     KafkaPartition,
@@ -23,6 +24,7 @@ from api.v3.models import (
     KafkaReplicaList,
 )
 from core.broker.errors import UnknownPartitionError
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import PartitionInfo, TopicInfo
 
 router = APIRouter(
@@ -79,6 +81,7 @@ def replica_data(links: Links, topic: str, p: PartitionInfo, broker_id: int) -> 
     response_model=KafkaPartitionList,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic_name"))
 async def list_partitions(topic_name: str, links: ClusterLinks, request: Request) -> Response:
     info = await broker_of(request).describe_topic(topic_name)
     data = [partition_data(links, topic_name, p) for p in info.partitions]
@@ -93,6 +96,7 @@ async def list_partitions(topic_name: str, links: ClusterLinks, request: Request
     response_model=KafkaPartition,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic_name"))
 async def get_partition(
     topic_name: str, partition_id: int, links: ClusterLinks, request: Request
 ) -> Response:
@@ -108,6 +112,7 @@ async def get_partition(
     response_model=KafkaPartitionWithOffsets,
     responses=errors(400, 404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic_name"))
 async def get_partition_offsets(
     topic_name: str,
     partition_id: int,
@@ -137,6 +142,7 @@ async def get_partition_offsets(
     response_model=KafkaReplicaList,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic_name"))
 async def list_replicas(
     topic_name: str, partition_id: int, links: ClusterLinks, request: Request
 ) -> Response:
@@ -152,6 +158,7 @@ async def list_replicas(
     response_model=KafkaReplica,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic_name"))
 async def get_replica(
     topic_name: str, partition_id: int, broker_id: int, links: ClusterLinks, request: Request
 ) -> Response:

@@ -33,7 +33,7 @@ The hot path reads raw body chunks and checks records by hand (no pydantic).
 from __future__ import annotations
 
 import binascii
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -46,6 +46,7 @@ from starlette.types import Receive, Scope, Send
 
 from api.deps import broker_of
 from api.errors import V3_MEDIA, ApiError, ErrorCode, message_for, spec_for
+from api.security.authorization import Need, may_create_topic, requires
 from api.v3.common import (
     PAYLOAD_ERROR,
     V3Response,
@@ -60,6 +61,7 @@ from api.v3.json_stream import BadJson, JsonValues
 from api.v3.models import ProduceReport
 from core.broker.broker import Broker
 from core.broker.errors import UnknownPartitionError, UnknownTopicError
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import ProduceRecord
 from core.errors import FranzError
 
@@ -110,6 +112,8 @@ class Parsed:
     key: tuple[str, int] | None  # (type, stored size); None: no key in the request
     value: tuple[str, int] | None
 
+
+MayCreate = Callable[[str], bool] | None  # api.security.authorization.may_create_topic
 
 def _bad(message: str) -> ApiError:
     return ApiError(400, ErrorCode.BAD_REQUEST, "Bad Request: " + message)
@@ -286,7 +290,8 @@ class Batch:
         return outcome.record
 
 
-async def produce_batch(broker: Broker, batch: Batch, *, first: bool) -> list[dict[str, Any]]:
+async def produce_batch(broker: Broker, batch: Batch, *, first: bool,
+                        may_create: MayCreate = None) -> list[dict[str, Any]]:
     """Write the batch's good records in one call; one report per input position.
 
     An unknown topic fails the request when it is the first batch (nothing was answered
@@ -298,7 +303,8 @@ async def produce_batch(broker: Broker, batch: Batch, *, first: bool) -> list[di
     if todo:
         try:
             results = await broker.produce(
-                batch.topic, [batch.record(i) for i in todo], acks=ACKS_ALL
+                batch.topic, [batch.record(i) for i in todo], acks=ACKS_ALL,
+                may_create=may_create,
             )
         except UnknownTopicError:
             if first:
@@ -309,7 +315,7 @@ async def produce_batch(broker: Broker, batch: Batch, *, first: bool) -> list[di
             if known is not None or created is None:
                 results = [exc] * len(todo)  # the count changed under us
             else:  # the topic was just auto-created: check against its real count
-                return await produce_batch(broker, batch, first=first)
+                return await produce_batch(broker, batch, first=first, may_create=may_create)
         except FranzError as exc:
             results = [exc] * len(todo)
     by_index = dict(zip(todo, results, strict=True))
@@ -387,13 +393,15 @@ async def _rest(
     first: bytes,
     chunks: AsyncIterator[tuple[bytes, bool]],
     splitter: JsonValues,
+    may_create: MayCreate,
 ) -> AsyncIterator[bytes]:
     yield first
     try:
         async for chunk, last in chunks:
             values = splitter.feed(chunk, final=last)
             if values:
-                yield _lines(await produce_batch(broker, Batch.of(topic, values), first=False))
+                yield _lines(await produce_batch(broker, Batch.of(topic, values), first=False,
+                                                 may_create=may_create))
     except ClientDisconnect:
         return
 
@@ -410,6 +418,7 @@ async def _rest(
         **errors(400, 404, 413, 415, 422),
     },
 )
+@requires(Need(Operation.WRITE, ResourceType.TOPIC, "topic_name"))
 async def produce_records(topic_name: str, request: Request) -> Response:
     require_json_type(request)
     broker = broker_of(request)
@@ -420,9 +429,11 @@ async def produce_records(topic_name: str, request: Request) -> Response:
         raise empty_body_error()
     if isinstance(values[0], BadJson):
         raise ApiError(values[0].status, values[0].status, values[0].message)
-    first = _lines(await produce_batch(broker, Batch.of(topic_name, values), first=True))
+    may_create = may_create_topic(request)
+    first = _lines(await produce_batch(broker, Batch.of(topic_name, values), first=True,
+                                       may_create=may_create))
     if ended:
         return Response(first, media_type=V3_MEDIA)
     return _DuplexStreamingResponse(
-        _rest(broker, topic_name, first, chunks, splitter), media_type=V3_MEDIA
+        _rest(broker, topic_name, first, chunks, splitter, may_create), media_type=V3_MEDIA
     )

@@ -26,6 +26,7 @@ from starlette.responses import Response
 
 from api.deps import broker_of
 from api.errors import ApiError, ErrorCode
+from api.security.authorization import Need, requires
 from api.v3.common import (
     ClusterLinks,
     Links,
@@ -38,6 +39,7 @@ from api.v3.common import (
     v3_json,
 )
 from api.v3.models import KafkaReassignment, KafkaReassignmentList
+from core.broker.security.acl import Operation, ResourceType
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
@@ -74,6 +76,7 @@ async def _moving(request: Request, topic: str | None = None,
 
 @router.get("/topics/-/partitions/-/reassignment", summary="List ongoing reassignments",
             response_model=KafkaReassignmentList)
+@requires(Need(Operation.DESCRIBE, ResourceType.CLUSTER))
 async def list_all_reassignments(links: ClusterLinks, request: Request) -> Response:
     data = [_data(links, t, p, a, r) for t, p, _, a, r in await _moving(request)]
     return v3_json(links.collection("KafkaReassignmentList",
@@ -83,6 +86,7 @@ async def list_all_reassignments(links: ClusterLinks, request: Request) -> Respo
 @router.get("/topics/{topic_name}/partitions/-/reassignment",
             summary="List a topic's ongoing reassignments",
             response_model=KafkaReassignmentList, responses=errors(404))
+@requires(Need(Operation.DESCRIBE, ResourceType.CLUSTER))
 async def list_topic_reassignments(topic_name: str, links: ClusterLinks,
                                    request: Request) -> Response:
     data = [_data(links, t, p, a, r) for t, p, _, a, r in await _moving(request, topic_name)]
@@ -93,6 +97,7 @@ async def list_topic_reassignments(topic_name: str, links: ClusterLinks,
 @router.get("/topics/{topic_name}/partitions/{partition_id}/reassignment",
             summary="A partition's ongoing reassignment (404 when it is not moving)",
             response_model=KafkaReassignment, responses=errors(404))
+@requires(Need(Operation.DESCRIBE, ResourceType.CLUSTER))
 async def get_reassignment(topic_name: str, partition_id: int, links: ClusterLinks,
                            request: Request) -> Response:
     found = await _moving(request, topic_name, partition_id)
@@ -105,6 +110,7 @@ async def get_reassignment(topic_name: str, partition_id: int, links: ClusterLin
 @router.post("/reassignments", status_code=202,
              summary="franz: start a partition reassignment (Kafka's reassignment JSON)",
              responses=errors(400, 404, 415, 422))
+@requires(Need(Operation.ALTER, ResourceType.CLUSTER))
 async def start_reassignment(links: ClusterLinks, request: Request) -> Response:
     body = await read_body(request, _BODY)
     targets = await broker_of(request).controller.request_reassignment(body)
@@ -116,6 +122,7 @@ async def start_reassignment(links: ClusterLinks, request: Request) -> Response:
 @router.post("/preferred-replica-election", status_code=202,
              summary="franz: elect preferred leaders (Kafka's election JSON; no body: all)",
              responses=errors(400, 404, 415))
+@requires(Need(Operation.ALTER, ResourceType.CLUSTER))
 async def preferred_replica_election(links: ClusterLinks, request: Request) -> Response:
     raw = await request.body()
     body: Any = None

@@ -36,6 +36,7 @@ from starlette.responses import Response
 
 from api.deps import broker_of
 from api.errors import ApiError, ErrorCode
+from api.security.authorization import Need, requires
 from api.v3.common import (
     ClusterLinks,
     V3Response,
@@ -45,6 +46,7 @@ from api.v3.common import (
     v3_json,
 )
 from api.v3.models import KafkaRecordList
+from core.broker.security.acl import Operation, ResourceType
 from core.storage.records import Record
 
 router = APIRouter(
@@ -129,6 +131,7 @@ def record_data(partition: int, r: Record, key_fmt: str, value_fmt: str) -> dict
     response_model=KafkaRecordList,
     responses=errors(400, 404, 416),
 )
+@requires(Need(Operation.READ, ResourceType.TOPIC, "topic_name"))
 async def read_records(
     topic_name: str,
     partition_id: int,

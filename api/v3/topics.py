@@ -19,6 +19,7 @@ from starlette.responses import Response
 from api.deps import broker_of
 from api.errors import V3_MEDIA, ApiError, ErrorCode
 from api.openapi import ref
+from api.security.authorization import Need, require_create_topic, requires, visible
 from api.v3.common import (
     PAYLOAD_ERROR,
     ClusterLinks,
@@ -44,6 +45,7 @@ from core.broker.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
 )
+from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicInfo
 from core.storage.config import is_valid_topic_name
 
@@ -85,9 +87,11 @@ def topic_data(links: Links, info: TopicInfo) -> dict[str, Any]:
     response_model=KafkaTopicList,
     responses=errors(404),
 )
+@requires(also="lists only the topics the principal may DESCRIBE")
 async def list_topics(links: ClusterLinks, request: Request) -> Response:
     broker = broker_of(request)
-    data = [topic_data(links, await broker.describe_topic(n)) for n in await broker.list_topics()]
+    names = visible(request, Operation.DESCRIBE, ResourceType.TOPIC, await broker.list_topics())
+    data = [topic_data(links, await broker.describe_topic(n)) for n in names]
     return v3_json(links.collection("KafkaTopicList", ("topics",), data))
 
 
@@ -97,6 +101,7 @@ async def list_topics(links: ClusterLinks, request: Request) -> Response:
     response_model=KafkaTopic,
     responses=errors(404),
 )
+@requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic_name"))
 async def get_topic(topic_name: str, links: ClusterLinks, request: Request) -> Response:
     return v3_json(topic_data(links, await broker_of(request).describe_topic(topic_name)))
 
@@ -144,8 +149,10 @@ def _create_args(req: CreateTopicRequest) -> dict[str, Any]:
         **errors(400, 404, 415, 422),
     },
 )
+@requires(also="CREATE on the cluster or on the topic named in the body")
 async def create_topic(links: ClusterLinks, request: Request) -> Response:
     req = await read_body(request, CREATE_TOPIC)
+    require_create_topic(request, req["topic_name"])
     args = _create_args(req)
     info = await broker_of(request).create_topic(req["topic_name"], **args)
     body = topic_data(links, info)
@@ -162,6 +169,7 @@ async def create_topic(links: ClusterLinks, request: Request) -> Response:
     openapi_extra=body_doc("UpdatePartitionsCountRequest", {"partitions_count": 6}),
     responses=errors(400, 404, 415, 422),
 )
+@requires(Need(Operation.ALTER, ResourceType.TOPIC, "topic_name"))
 async def update_partitions_count(
     topic_name: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -178,6 +186,7 @@ async def update_partitions_count(
     status_code=204,
     responses=errors(400, 404),
 )
+@requires(Need(Operation.DELETE, ResourceType.TOPIC, "topic_name"))
 async def delete_topic(topic_name: str, request: Request) -> Response:
     await broker_of(request).delete_topic(topic_name)
     return no_content()

@@ -42,6 +42,9 @@ from core.broker.replica.batch_cache import BatchCache
 from core.broker.replica.fetcher import ReplicaFetchClient
 from core.broker.replica.manager import ReplicaManager, ReplicationSettings
 from core.broker.replica.metadata_sync import MetadataSync
+from core.broker.security.memory_store import MemorySecurityStore
+from core.broker.security.service import Security, SecuritySettings
+from core.broker.security.store import SecurityStore
 from core.clock import SYSTEM_CLOCK, Clock
 from core.storage.blocking import run_blocking
 from core.storage.config import LogConfig
@@ -66,25 +69,30 @@ def replication_settings(config: BrokerConfig) -> ReplicationSettings:
 
 async def open_broker(config: BrokerConfig, store: MetadataStore, *,
                       clock: Clock = SYSTEM_CLOCK,
-                      cluster_client: ClusterClient | None = None) -> Broker:
+                      cluster_client: ClusterClient | None = None,
+                      security_store: SecurityStore | None = None) -> Broker:
     """Load the logs of ``config.data_dir`` and assemble a broker over them (not started:
     ``await broker.start()`` next). ``cluster_client`` None: a broker that never talks
-    to others (no forwarding, no follower fetch)."""
+    to others (no forwarding, no follower fetch). ``security_store`` None: users and
+    ACLs in memory only."""
     data_dir = config.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     log_manager = await run_blocking(
         LogManager, data_dir, server_defaults=dict(config.log_defaults), clock=clock,
         broker_id=config.broker_id)
     try:
-        return assemble(config, store, log_manager, clock=clock, cluster_client=cluster_client)
+        return assemble(config, store, log_manager, clock=clock, cluster_client=cluster_client,
+                        security_store=security_store or MemorySecurityStore())
     except BaseException:
         await run_blocking(log_manager.close)
         raise
 
 
 def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager, *,
-             clock: Clock, cluster_client: ClusterClient | None) -> Broker:
+             clock: Clock, cluster_client: ClusterClient | None,
+             security_store: SecurityStore) -> Broker:
     broker_id = config.broker_id
+    security = Security(SecuritySettings.from_config(config), security_store, clock=clock)
     cache = MetadataCache()
     replicas = ReplicaManager(
         broker_id, log_manager, clock, log_manager.read_high_watermarks(),
@@ -113,7 +121,8 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
         replicas, router, cache, batches,
         offsets_topic_partitions=int(config["offsets.topic.num.partitions"]),
         commit_timeout_ms=int(config["offsets.commit.timeout.ms"]))
-    consumers = ConsumerManager(backend, config=config, clock=clock)
+    consumers = ConsumerManager(backend, config=config, clock=clock,
+                                authorize=security.authorize)
     groups = GroupRouter(broker_id, consumers, cache, batches, cluster_client)
     admin = TopicAdmin(
         controller, cache, sync, log_defaults=config.log_defaults,
@@ -130,4 +139,4 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
         replicas=replicas, sync=sync, controller=controller, shutdown=shutdown, router=router,
         producer=Producer(router), admin=admin, consumers=consumers, groups=groups,
         batches=batches,
-        topic_stats=stats, cluster_client=cluster_client))
+        topic_stats=stats, security=security, cluster_client=cluster_client))

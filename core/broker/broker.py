@@ -52,6 +52,7 @@ from core.broker.replica.fetch_wire import ReplicaFetchRequest, ReplicaFetchResu
 from core.broker.replica.manager import ReplicaManager
 from core.broker.replica.metadata_sync import MetadataSync
 from core.broker.replica.partition import Partition
+from core.broker.security.service import Security
 from core.broker.types import (
     BrokerInfo,
     PartitionOffsets,
@@ -67,6 +68,7 @@ from core.storage.config import ConfigEntry
 from core.storage.errors import InvalidTopicError
 from core.storage.log import AppendInfo, FetchData
 from core.storage.log_manager import LogManager
+from core.storage.log_validator import validate_untrusted_records
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +99,7 @@ class BrokerParts:
     groups: GroupRouter
     batches: BatchCache
     topic_stats: BrokerTopicStats
+    security: Security
     cluster_client: Closeable | None  # closed last, after the fetchers stopped
 
 
@@ -116,6 +119,7 @@ class Broker:
         self.groups = parts.groups  # every group, served by its coordinator
         self.batches = parts.batches
         self.topic_stats = parts.topic_stats
+        self.security = parts.security  # who a request is and what it may do
         self._sync = parts.sync
         self._shutdown = parts.shutdown
         self._router = parts.router
@@ -129,6 +133,7 @@ class Broker:
 
     async def start(self) -> None:
         lm, store = self.log_manager, self.store
+        await self.security.start()  # users and ACLs before the first request
         await store.start()
         prior_cluster = lm.cluster_id  # from meta.properties, if any
         self.cluster_id = await store.cluster_id()
@@ -141,6 +146,7 @@ class Broker:
         except BrokerIdInUseError as exc:  # fail fast: never two brokers with one id
             log.error("cannot start: %s", exc)
             await store.close()
+            await self.security.stop()
             await run_blocking(lm.close)
             raise
         await self.controller.maybe_elect()
@@ -178,6 +184,7 @@ class Broker:
         lm.checkpoint_high_watermarks(self.replica_manager.high_watermarks())
         await run_blocking(lm.close)
         await self.store.close()
+        await self.security.stop()
 
     # --- metadata changes -> local replicas ---------------------------------------------
 
@@ -251,20 +258,25 @@ class Broker:
     async def produce(
         self, topic: str, records: Sequence[ProduceRecord], *, partition: int | None = None,
         acks: int = 1, timeout_ms: int | None = None,
+        may_create: Callable[[str], bool] | None = None,
     ) -> Sequence[RecordResult]:
-        meta = await self._topic_for_produce(topic)
+        """``may_create``: whether the producer may have an unknown topic auto-created
+        (None: yes; Kafka asks for CREATE on the cluster or the topic)."""
+        meta = await self._topic_for_produce(topic, may_create)
         timeout = self.config["request.timeout.ms"] if timeout_ms is None else timeout_ms
         return await self._producer.produce(
             topic, meta, records, default_partition=partition, acks=acks, timeout_ms=timeout,
             now_ms=self.clock.now_ms())
 
-    async def _topic_for_produce(self, topic: str) -> TopicMetadata:
+    async def _topic_for_produce(self, topic: str,
+                                 may_create: Callable[[str], bool] | None) -> TopicMetadata:
         if is_internal_topic(topic):  # the coordinator writes there through the replica manager
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
         meta = self.cache.topic(topic)
         if meta is not None:
             return meta
-        if not self.config["auto.create.topics.enable"]:
+        if not self.config["auto.create.topics.enable"] or (
+                may_create is not None and not may_create(topic)):
             raise UnknownTopicError(f"Topic '{topic}' not found.")
         with contextlib.suppress(TopicAlreadyExistsError):
             await self._admin.create_topic(topic)
@@ -294,6 +306,13 @@ class Broker:
 
     async def local_append(self, topic: str, partition: int, data: bytearray, *, acks: int,
                            timeout_ms: int) -> AppendInfo:
+        """A client produce forwarded by another broker's router. The bytes were built
+        outside this process, so every record is decoded before anything is written, and
+        internal topics are refused: the group coordinator leads the offsets partitions
+        it writes and appends to them through the replica manager, never over this call."""
+        if is_internal_topic(topic):
+            raise InvalidTopicError(f"Cannot append to internal topic {topic}")
+        validate_untrusted_records(data, where=f"{topic}-{partition}")
         return await self.replica_manager.append(TopicPartition(topic, partition), data,
                                                  acks=acks, timeout_ms=timeout_ms)
 

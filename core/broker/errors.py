@@ -192,3 +192,40 @@ class NoOffsetForPartitionError(FranzError):
     """auto.offset.reset=none and the group has no committed offset for a partition."""
 
     error_code = 1
+
+
+# --- security (core.broker.security) -------------------------------------------------
+
+
+class AuthorizationError(FranzError):
+    """The principal may not do this (403 / 40301 over HTTP)."""
+
+    error_code = 29  # TOPIC_AUTHORIZATION_FAILED; the subclasses name the resource kind
+
+
+class TopicAuthorizationFailedError(AuthorizationError):
+    error_code = 29
+
+
+class GroupAuthorizationFailedError(AuthorizationError):
+    error_code = 30
+
+
+class ClusterAuthorizationFailedError(AuthorizationError):
+    error_code = 31
+
+
+class TransactionalIdAuthorizationFailedError(AuthorizationError):
+    error_code = 53
+
+
+class SecurityDisabledError(FranzError):
+    """An ACL call on a broker without an authorizer (Kafka's SECURITY_DISABLED)."""
+
+    error_code = 54
+
+
+class UnknownUserError(FranzError):
+    """No such user (Kafka's RESOURCE_NOT_FOUND for a SCRAM credential)."""
+
+    error_code = 91

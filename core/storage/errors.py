@@ -53,7 +53,8 @@ class MessageTooLargeError(StorageError):
 
 
 class InvalidTopicError(StorageError):
-    """A topic name breaks Kafka's naming rules, or the topic may not be written to."""
+    """A topic name breaks Kafka's naming rules, or the topic may not be written to,
+    deleted or changed (an internal topic)."""
 
     error_code = 17
 

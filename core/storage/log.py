@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from core.clock import Clock
 from core.storage import log_loader
-from core.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
+from core.storage.errors import OffsetOutOfRangeError
 from core.storage.leader_epoch import LeaderEpochCache
 from core.storage.log_loader import fsync_dir
 from core.storage.log_validator import (
@@ -202,17 +202,12 @@ class PartitionLog:
         batches = validate_client_batches(buf, self.config, now_ms=now, where=where)
         if not batches:
             return self._empty_append_info()
-        if len(buf) > self.config.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"the append to {where} is {len(buf)} bytes, more than segment.bytes "
-                f"({self.config.segment_bytes})"
-            )
         log_append = self.config.message_timestamp_type == LOG_APPEND_TIME_NAME
         append = assign_offsets(
             buf, batches, first_offset=self.log_end_offset, leader_epoch=leader_epoch,
             log_append_time_ms=now if log_append else None,
         )  # fmt: skip
-        self._write(append)
+        self._write_in_runs(append)
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, append.first_offset)
         if flush_inline:
@@ -222,19 +217,14 @@ class PartitionLog:
     def append_as_follower(self, data: bytes | bytearray) -> AppendInfo:
         """Write batches fetched from the leader, offsets and epochs unchanged. The first
         base offset must be >= the LEO (gaps are fine). Nothing is written if any batch
-        is invalid. Data larger than a segment is written in segment-sized runs."""
+        is invalid. Data larger than a segment is written in segment-sized runs (a batch
+        larger than a segment alone in a fresh one, as the leader wrote it)."""
         buf = as_buffer(data)
         append = validate_replicated_batches(
             buf, log_end_offset=self.log_end_offset, where=self._where()
         )
         if not append.spans:
             return self._empty_append_info()
-        for _, size, last, _ in append.spans:
-            if size > self.config.segment_bytes:
-                raise RecordBatchTooLargeError(
-                    f"a replicated batch ending at offset {last} is {size} bytes, more than "
-                    f"segment.bytes ({self.config.segment_bytes})"
-                )
         for run in split_into_runs(append, self.config.segment_bytes):
             self._write(run)
             for pos, _size, _last, _ts in run.spans:
@@ -244,6 +234,17 @@ class PartitionLog:
                     self.leader_epoch_cache.assign(epoch, base)
         self._maybe_flush_by_count()
         return self._append_info(append, log_append_time=-1)
+
+    def _write_in_runs(self, append: ValidatedAppend) -> None:
+        """Write ``append`` in one segment when it fits one (the usual case), else in
+        segment-sized runs of whole batches: a batch larger than ``segment.bytes`` (valid
+        down to 14 bytes, below any batch) gets a fresh segment of its own instead of
+        making the log unwritable. Kafka refuses such appends (RECORD_LIST_TOO_LARGE)."""
+        if len(append.data) <= self.config.segment_bytes:
+            self._write(append)
+            return
+        for run in split_into_runs(append, self.config.segment_bytes):
+            self._write(run)
 
     def _write(self, append: ValidatedAppend) -> None:
         segment = self._maybe_roll(append)

@@ -2,7 +2,9 @@
 ``UnifiedLog.analyzeAndValidateRecords``), on whole v2 batches.
 
 All checks work per batch from the 61-byte header, never per record, except the key
-check on compacted topics, which has to decode the records (in C). Client timestamps
+check on compacted topics, which has to decode the records (in C), and
+``validate_untrusted_records`` for payloads built outside this process (the internal
+API's appends), which decodes every record as readers will. Client timestamps
 are bounded at batch level: ``baseTimestamp`` (the first record's) against
 ``message.timestamp.before.max.ms`` and ``maxTimestamp`` against
 ``message.timestamp.after.max.ms``; a record inside a batch that is older than the
@@ -17,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.storage import codec
+from core.storage import codec, native
 from core.storage.batch import (
     BatchHeader,
     is_crc_valid,
@@ -37,6 +39,8 @@ from core.storage.segment import BatchSpan
 
 if TYPE_CHECKING:
     from core.storage.config import LogConfig
+
+Buffer = bytes | bytearray | memoryview
 
 NO_TIMESTAMP = -1
 LOG_APPEND_TIME_NAME = "LogAppendTime"
@@ -79,10 +83,7 @@ def _validate_client_batch(
             f"the record batch size in the append to {where} is {h.size} bytes, which exceeds "
             f"the maximum configured value of {config.max_message_bytes} (max.message.bytes)"
         )
-    if not is_crc_valid(buf, pos, h):
-        raise CorruptRecordError(
-            f"record batch at byte {pos} of the append to {where} fails its CRC"
-        )
+    _check_crc(buf, pos, h, where=where)
     if h.last_offset_delta + 1 != h.records_count:
         raise InvalidRecordError(
             f"record batch in the append to {where} has lastOffsetDelta {h.last_offset_delta} "
@@ -98,6 +99,45 @@ def _validate_client_batch(
         _validate_timestamps(h, config, now_ms=now_ms, where=where)
     if config.compact:
         _validate_keys(buf, pos, h, where=where)
+
+
+def _check_crc(buf: Buffer, pos: int, h: BatchHeader, *, where: str) -> None:
+    if not is_crc_valid(buf, pos, h):
+        raise CorruptRecordError(
+            f"record batch at byte {pos} of the append to {where} fails its CRC"
+        )
+
+
+def validate_untrusted_records(data: Buffer, *, where: str) -> None:
+    """Decode every record of a payload built outside this process (the internal API's
+    appends) the way readers will, so nothing written can fail a later read: whole
+    batches, CRCs, record lengths, key/value/header framing, the record count and
+    consecutive offset deltas. Client produces skip this: franz built their batches.
+    CorruptRecordError (framing, CRC, decoding) or InvalidRecordError (offsets)."""
+    for pos, h in split_batches(data):
+        _check_crc(data, pos, h, where=where)
+        try:
+            _check_records(bytes(memoryview(data)[pos : pos + h.size]), h, where=where)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(
+                f"record batch at byte {pos} of the append to {where} does not decode: {exc}"
+            ) from exc
+
+
+def _check_records(raw: bytes, h: BatchHeader, *, where: str) -> None:
+    expected = h.base_offset
+    # the codec reads exactly recordsCount records and refuses bytes left after them
+    for offset, *_ in codec.iter_batch_records(raw):
+        if offset != expected:
+            raise InvalidRecordError(
+                f"record {expected - h.base_offset} of the batch at offset {h.base_offset} in "
+                f"the append to {where} has offset delta {offset - h.base_offset}: deltas "
+                f"must count up from 0"
+            )
+        expected += 1
+    # The C reader of reads and rendering refuses null lengths below -1, which the
+    # codecs take as null: check with it too, so what is written renders.
+    native.record_sizes(raw, h)
 
 
 def _validate_timestamps(h: BatchHeader, config: LogConfig, *, now_ms: int, where: str) -> None:
@@ -180,13 +220,14 @@ def validate_replicated_batches(
 
 
 def split_into_runs(append: ValidatedAppend, limit: int) -> list[ValidatedAppend]:
-    """Cut a replicated append into runs of whole batches of at most ``limit`` bytes
-    each (every batch must fit on its own), so each run can go to one segment."""
+    """Cut an append into runs of whole batches of at most ``limit`` bytes each, so each
+    run can go to one segment; a batch larger than ``limit`` is a run of its own (it
+    then fills a fresh segment alone, so no ``segment.bytes`` makes a log unwritable)."""
     if len(append.data) <= limit:
         return [append]
     runs, start, spans = [], 0, append.spans
     while start < len(spans):
-        end, base_pos = start, spans[start][0]
+        end, base_pos = start + 1, spans[start][0]  # the first batch goes in, whatever its size
         while end < len(spans) and spans[end][0] + spans[end][1] - base_pos <= limit:
             end += 1
         chunk = spans[start:end]

@@ -172,7 +172,7 @@ def test_decoders_accept_what_older_and_newer_kafka_wrote() -> None:
                    b'"endpoints":["SSL://[::1]:9093"],'
                    b'"listener_security_protocol_map":{"SSL":"SSL"}}')
     assert BrokerIdZNode.decode(3, v4_ssl_only, czxid=42) == BrokerRegistration(
-        3, "::1", 9093, None, 7, 42)
+        3, "::1", 9093, None, 7, 42, scheme="https")
     assert TopicZNode.decode("t", b'{"version":1,"partitions":{"1":[2],"0":[1,2]}}') == \
         TopicAssignment("t", "", {0: (1, 2), 1: (2,)})
     assert ControllerZNode.decode(

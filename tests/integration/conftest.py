@@ -93,7 +93,8 @@ class FranzServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"franz exited with {self.proc.returncode}:\n{self.log_tail()}")
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/", timeout=1.0).status_code == 200:
+                # 401: a server with authentication on is up too
+                if httpx.get(self.url + "/", timeout=1.0).status_code in (200, 401):
                     return
             time.sleep(0.05)
         self.kill()

@@ -11,6 +11,9 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.app import create_app
+from core.broker.security.memory_store import MemorySecurityStore
+from core.broker.security.service import Security, SecuritySettings
+from core.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
     from conftest import V2Client
@@ -183,7 +186,10 @@ def test_openmetrics_when_asked_for(client: httpx.Client) -> None:
 
 
 class _NoBroker:
-    """Enough of a broker for an app that only answers unknown URLs."""
+    """Enough of a broker for an app that only answers unknown URLs: no authentication,
+    no authorizer."""
+
+    security = Security(SecuritySettings(), MemorySecurityStore(), clock=SYSTEM_CLOCK)
 
 
 async def test_each_app_has_its_own_registry() -> None:

@@ -13,8 +13,10 @@ from alembic.script import ScriptDirectory
 
 import migrations
 from core.broker.metadata.embedded_store import METADATA
+from core.broker.security.sql_store import METADATA as SECURITY_METADATA
 
-TABLES = {"cluster", "controller", "brokers", "topics", "topic_partitions", "topic_configs"}
+TABLES = {"cluster", "controller", "brokers", "topics", "topic_partitions", "topic_configs",
+          "users", "acls", "security_changes"}
 
 
 @pytest.fixture
@@ -50,13 +52,13 @@ def _controller_rows(url: str) -> list[tuple[int | None, int]]:
 
 def test_single_head() -> None:
     script = ScriptDirectory.from_config(migrations.alembic_config("sqlite://"))
-    assert script.get_heads() == ["0001"]
+    assert script.get_heads() == ["0002"]
 
 
 def test_upgrade_downgrade_upgrade(db_url: str) -> None:
     migrations.upgrade_to_head(db_url)
     assert _tables(db_url) == TABLES
-    assert _current_revision(db_url) == "0001"
+    assert _current_revision(db_url) == "0002"
     assert _controller_rows(db_url) == [(None, 0)]
 
     migrations.downgrade_to(db_url, "base")
@@ -71,7 +73,7 @@ def test_upgrade_downgrade_upgrade(db_url: str) -> None:
 def test_upgrade_is_idempotent(db_url: str) -> None:
     migrations.upgrade_to_head(db_url)
     migrations.upgrade_to_head(db_url)
-    assert _current_revision(db_url) == "0001"
+    assert _current_revision(db_url) == "0002"
     assert _controller_rows(db_url) == [(None, 0)]
 
 
@@ -94,7 +96,7 @@ def test_head_schema_matches_store_tables(db_url: str) -> None:
     try:
         with engine.connect() as conn:
             ctx = MigrationContext.configure(conn, opts={"compare_type": True})
-            assert compare_metadata(ctx, METADATA) == []
+            assert compare_metadata(ctx, [METADATA, SECURITY_METADATA]) == []  # type: ignore[arg-type]
     finally:
         engine.dispose()
 

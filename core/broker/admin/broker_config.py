@@ -13,6 +13,7 @@ dynamic broker configs).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,10 +36,11 @@ class PropertyDef:
     type: type
     default: Any
     doc: str
+    sensitive: bool = False  # described without its value (passwords)
 
 
-def _p(name: str, typ: type, default: Any, doc: str) -> PropertyDef:
-    return PropertyDef(name, typ, default, doc)
+def _p(name: str, typ: type, default: Any, doc: str, *, sensitive: bool = False) -> PropertyDef:
+    return PropertyDef(name, typ, default, doc, sensitive)
 
 
 BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
@@ -82,6 +84,21 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("auto.leader.rebalance.enable", bool, True, "move leadership back to preferred replicas when imbalanced"),
     _p("leader.imbalance.check.interval.seconds", int, 300, "how often the controller checks leader imbalance"),
     _p("leader.imbalance.per.broker.percentage", int, 10, "share of a broker's preferred partitions led elsewhere that triggers a rebalance"),
+    # --- security (docs/security.md) ---
+    _p("listeners", str, "", "comma-separated http://HOST:PORT and https://HOST:PORT listeners; empty: http://host:port; the first is the one other brokers call"),
+    _p("ssl.keystore.type", str, "PEM", "format of ssl.keystore.location (PEM only)"),
+    _p("ssl.keystore.location", str, "", "PEM file with this broker's certificate chain and private key (https listeners; its client certificate to other brokers)"),
+    _p("ssl.key.password", str, "", "password of the private key in ssl.keystore.location, if encrypted", sensitive=True),
+    _p("ssl.truststore.location", str, "", "PEM bundle of the CAs trusted for client certificates and for other brokers' certificates"),
+    _p("ssl.client.authentication", str, "NONE", "client certificates on https listeners: NONE, REQUESTED or REQUIRED"),
+    _p("ssl.principal.mapping.rules", str, "DEFAULT", "rules mapping a client certificate's subject to a principal name (Kafka's syntax)"),
+    _p("authentication.method", str, "NONE", "NONE or BASIC (HTTP Basic against the stored users)"),
+    _p("authentication.cache.ttl.ms", int, 300000, "how long a verified credential is remembered (changes to the user clear it at once)"),
+    _p("authorizer.class.name", str, "", "AclAuthorizer (or kafka.security.authorizer.AclAuthorizer) to enforce ACLs; empty: no authorization"),
+    _p("super.users", str, "", "principals allowed everything, e.g. User:admin;User:broker"),
+    _p("allow.everyone.if.no.acl.found", bool, False, "allow an operation on a resource no ACL names"),
+    _p("inter.broker.basic.auth.user.info", str, "", "USER:PASSWORD this broker sends to other brokers when authentication.method=BASIC", sensitive=True),
+    _p("listeners.unauthenticated.allow", bool, False, "allow a listener on a non-loopback address without authentication"),
 )
 
 _BY_NAME = {p.name: p for p in BROKER_PROPERTIES}
@@ -150,6 +167,12 @@ def _broker_entry(name: str, value: str | None, default: str | None, *, set_here
     return ConfigEntry(name, value, source, not set_here, True, False, tuple(syns), type_, doc)
 
 
+def _hidden(entry: ConfigEntry) -> ConfigEntry:
+    """A sensitive property, described as Kafka describes one: no value, is_sensitive."""
+    synonyms = tuple(ConfigSynonym(s.name, None, s.source) for s in entry.synonyms)
+    return dataclasses.replace(entry, value=None, is_sensitive=True, synonyms=synonyms)
+
+
 def broker_config_entries(config: BrokerConfig) -> list[ConfigEntry]:
     """The broker property table, then the log properties that default topic keys
     (``log.retention.hours``, ``message.max.bytes``, ...), then any other log property
@@ -160,9 +183,12 @@ def broker_config_entries(config: BrokerConfig) -> list[ConfigEntry]:
     entries: dict[str, ConfigEntry] = {}
     for prop in BROKER_PROPERTIES:
         value = config[prop.name]
-        entries[prop.name] = _broker_entry(
+        entry = _broker_entry(
             prop.name, text(value), text(prop.default), set_here=value != prop.default,
             type_=_PROPERTY_TYPES.get(prop.type, ConfigType.STRING), doc=prop.doc)
+        if prop.sensitive:
+            entry = _hidden(entry)
+        entries[prop.name] = entry
     log_defaults = config.log_defaults
     for key in TOPIC_CONFIG_DEFS:
         for syn in server_synonyms(key.name):

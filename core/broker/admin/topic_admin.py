@@ -4,7 +4,9 @@ describe and alter configs, and the creation of ``__consumer_offsets``.
 Decisions go through the ``Controller`` (it validates and writes the store); the answer
 is read back after this broker has synced the topic (``MetadataSync``), so a client that
 created a topic can produce to it at once. ``on_topics_changed`` tells the consumer
-groups that topics came or went (pattern subscriptions, assignments). Event-loop only.
+groups that topics came or went (pattern subscriptions, assignments). Internal topics
+(``__consumer_offsets``) belong to the broker: no route may delete them, change their
+configs or their partition count (InvalidTopicError). Event-loop only.
 """
 
 from __future__ import annotations
@@ -29,6 +31,19 @@ from core.storage.config import ConfigEntry, describe_configs, validate_topic_co
 from core.storage.errors import InvalidTopicError
 
 log = logging.getLogger(__name__)
+
+#: Every config change to an internal topic is refused: the broker sets them at creation
+#: (offsets.topic.*), and most keys could break the topic (cleanup.policy, retention.*,
+#: segment.*, max.message.bytes, message.timestamp.*, min.insync.replicas above the
+#: replication factor...); no key is needed to operate it.
+_CONFIGS_FIXED = "its configs cannot be changed (the broker sets them)"
+
+
+def _refuse_internal(name: str, what: str) -> None:
+    """InvalidTopicError (Kafka's INVALID_TOPIC_EXCEPTION: 400 / 40002 over REST) if
+    ``name`` is an internal topic, the state of every consumer group."""
+    if is_internal_topic(name):
+        raise InvalidTopicError(f"Topic '{name}' is internal and {what}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +125,14 @@ class TopicAdmin:
 
     async def delete_topic(self, name: str) -> None:
         self.topic_metadata(name)
+        _refuse_internal(name, "cannot be deleted")
         await self._controller.delete_topic(name)
         await self._sync.sync_topic(name)
         self._on_topics_changed()
 
     async def create_partitions(self, name: str, total: int) -> TopicInfo:
+        # groups are mapped to offsets partitions by hash of the group id modulo the count
+        _refuse_internal(name, "its partition count cannot be changed")
         await self._controller.create_partitions(name, total)
         await self._sync.sync_topic(name)
         self._on_topics_changed()
@@ -122,6 +140,7 @@ class TopicAdmin:
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace the topic's overrides (validated) and apply them live."""
+        _refuse_internal(name, _CONFIGS_FIXED)
         await self._controller.set_topic_configs(name, configs)
         await self._sync.sync_topic(name)
 
@@ -135,6 +154,7 @@ class TopicAdmin:
         async with self._create_lock:  # read-modify-write of the overrides, serialized
             drop = set(reset)
             current = self.topic_metadata(name).configs
+            _refuse_internal(name, _CONFIGS_FIXED)
             overrides = {k: v for k, v in current.items() if k not in drop}
             overrides.update(set_values or {})
             if validate_only:

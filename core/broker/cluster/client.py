@@ -21,12 +21,16 @@ name, "message": ...}``; it is raised here as that domain error (``FranzError.fo
 Transport failures (refused, reset, timeouts) become ``BrokerNotAvailableError``; a
 read timeout after the request was sent becomes ``RequestTimedOutError`` (the call may
 have taken effect).
+
+Every call goes to a broker's registered address; ``scheme_of`` tells which of them serve
+https, ``ssl_context`` and ``headers`` (credentials) are the keep-alive client's.
 """
 
 from __future__ import annotations
 
+import ssl
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import urlencode
 
 import orjson
@@ -53,9 +57,13 @@ Address = tuple[str, int]
 class HttpClusterClient:
     """Lifecycle: create, call from the event loop, ``await close()``."""
 
-    def __init__(self, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, *, timeout_s: float = 30.0, ssl_context: ssl.SSLContext | None = None,
+                 scheme_of: Callable[[Address], str] | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
         self._timeout_s = timeout_s
-        self._http = KeepAliveClient(connect_timeout_s=min(5.0, timeout_s))
+        self._http = KeepAliveClient(connect_timeout_s=min(5.0, timeout_s),
+                                     ssl_context=ssl_context, headers=headers,
+                                     scheme_of=scheme_of or (lambda _address: "http"))
 
     async def close(self) -> None:
         await self._http.close()

@@ -6,18 +6,31 @@ third of a follower's CPU on it. This client does only what the internal API nee
 request at a time per connection, a body with Content-Length both ways, connections
 kept and reused, and any doubt (a closed connection, a malformed answer, a timeout)
 closing the connection so the next call starts clean. Errors are the cluster client's:
-transport failures ``BrokerNotAvailableError``, a timeout ``RequestTimedOutError``.
+transport failures (a failed TLS handshake too) ``BrokerNotAvailableError``, a timeout
+``RequestTimedOutError``.
+
+TLS: ``scheme_of(address)`` says, when a connection is opened, whether that broker
+serves ``https`` (its registered scheme); such connections use ``ssl_context``
+(verifying the broker's certificate against the host name of its address, and
+presenting this broker's own). ``headers`` go with every request (``Authorization``
+when the brokers require HTTP Basic).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
+from collections.abc import Callable, Mapping
 
 from core.broker.errors import BrokerNotAvailableError, RequestTimedOutError
 
 Address = tuple[str, int]
 MAX_HEADER_BYTES = 64 * 1024
+
+
+def _http(_address: Address) -> str:
+    return "http"
 
 
 class _Conn:
@@ -36,9 +49,18 @@ class KeepAliveClient:
     body)``; idle connections are kept per address. Event-loop only; ``close()`` at the
     end."""
 
-    def __init__(self, *, connect_timeout_s: float = 5.0) -> None:
+    def __init__(self, *, connect_timeout_s: float = 5.0,
+                 ssl_context: ssl.SSLContext | None = None,
+                 scheme_of: Callable[[Address], str] = _http,
+                 headers: Mapping[str, str] | None = None) -> None:
         self._idle: dict[Address, list[_Conn]] = {}
         self._connect_timeout_s = connect_timeout_s
+        self._ssl_context = ssl_context
+        self._scheme_of = scheme_of
+        lines = [f"{k}: {v}\r\n" for k, v in (headers or {}).items()]
+        if any("\r" in line[:-2] or "\n" in line[:-2] for line in lines):
+            raise ValueError("a header name or value holds a line break")
+        self._extra_head = "".join(lines)
 
     async def post(self, address: Address, path: str, body: bytes, content_type: str,
                    timeout_s: float) -> tuple[int, bytes]:
@@ -48,7 +70,8 @@ class KeepAliveClient:
                       content_type: str, timeout_s: float) -> tuple[int, bytes]:
         conn = await self._take(address)
         head = (f"{method} {path} HTTP/1.1\r\nHost: {address[0]}:{address[1]}\r\n"
-                f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+                f"{self._extra_head}Content-Type: {content_type}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
         try:
             conn.writer.write(head + body)
             status, answer, keep = await asyncio.wait_for(_read_response(conn.reader),
@@ -79,15 +102,24 @@ class KeepAliveClient:
             if not conn.writer.is_closing() and not conn.reader.at_eof():
                 return conn
             conn.close()
+        tls = self._tls_for(address)
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(address[0], address[1], limit=MAX_HEADER_BYTES),
+                asyncio.open_connection(address[0], address[1], limit=MAX_HEADER_BYTES, ssl=tls,
+                                        server_hostname=address[0] if tls else None),
                 self._connect_timeout_s)
         except (OSError, TimeoutError) as exc:
             raise BrokerNotAvailableError(
                 f"broker {address[0]}:{address[1]} is not reachable: {type(exc).__name__} {exc}"
             ) from exc
         return _Conn(reader, writer)
+
+    def _tls_for(self, address: Address) -> ssl.SSLContext | None:
+        if self._scheme_of(address) != "https":
+            return None
+        if self._ssl_context is None:  # the system's CAs, no client certificate
+            self._ssl_context = ssl.create_default_context()
+        return self._ssl_context
 
     async def close(self) -> None:
         idle, self._idle = self._idle, {}

@@ -8,6 +8,7 @@ Settings travel in the member's ``properties`` under Confluent's names::
     auto.commit.enable           bool
     fetch.min.bytes              -1 (off) .. 10,000,000
     consumer.request.timeout.ms  int | null (null: the server's consumer.request.timeout.ms)
+    franz.owner                  the principal that created it (``User:alice``)
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from core.storage.records import Record
 FORMATS = frozenset({"binary", "json", "avro", "jsonschema", "protobuf"})
 OFFSET_RESETS = frozenset({"earliest", "latest", "none"})
 MAX_FETCH_MIN_BYTES = 10_000_000
+OWNER_PROPERTY = "franz.owner"
+ANONYMOUS_OWNER = "User:ANONYMOUS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,7 @@ class ConsumerInstanceInfo:
     auto_commit: bool = True
     fetch_min_bytes: int = -1
     request_timeout_ms: int | None = None
+    owner: str = ANONYMOUS_OWNER  # the principal that created it; only it may use it
 
     @classmethod
     def validated(
@@ -51,6 +55,7 @@ class ConsumerInstanceInfo:
         auto_commit: bool,
         fetch_min_bytes: int,
         request_timeout_ms: int | None,
+        owner: str = ANONYMOUS_OWNER,
     ) -> ConsumerInstanceInfo:
         """The settings, normalised; InvalidConsumerConfigError names the bad one."""
         fmt = str(format).lower()
@@ -80,6 +85,7 @@ class ConsumerInstanceInfo:
             bool(auto_commit),
             int(fetch_min_bytes),
             None if request_timeout_ms is None else int(request_timeout_ms),
+            owner,
         )
 
     def to_properties(self) -> dict[str, Any]:
@@ -89,6 +95,7 @@ class ConsumerInstanceInfo:
             "auto.commit.enable": self.auto_commit,
             "fetch.min.bytes": self.fetch_min_bytes,
             "consumer.request.timeout.ms": self.request_timeout_ms,
+            OWNER_PROPERTY: self.owner,
         }
 
     @classmethod
@@ -105,6 +112,7 @@ class ConsumerInstanceInfo:
             bool(props.get("auto.commit.enable", True)),
             int(props.get("fetch.min.bytes", -1)),
             None if timeout is None else int(timeout),
+            str(props.get(OWNER_PROPERTY, ANONYMOUS_OWNER)),
         )
 
 

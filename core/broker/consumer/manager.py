@@ -28,7 +28,7 @@ import contextlib
 import logging
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from core.broker.consumer.fetch import (
@@ -37,13 +37,25 @@ from core.broker.consumer.fetch import (
     read_instance,
     timestamp_positions,
 )
-from core.broker.consumer.instance import ConsumerInstanceInfo, InstanceState, PolledRecords
-from core.broker.errors import IllegalConsumerStateError
+from core.broker.consumer.instance import (
+    ANONYMOUS_OWNER,
+    OWNER_PROPERTY,
+    ConsumerInstanceInfo,
+    InstanceState,
+    PolledRecords,
+)
+from core.broker.errors import (
+    GroupAuthorizationFailedError,
+    IllegalConsumerStateError,
+    TopicAuthorizationFailedError,
+)
 from core.broker.group.assignors import ASSIGNORS
 from core.broker.group.backend import GroupBackend
 from core.broker.group.coordinator import GroupCoordinator
 from core.broker.group.group import Group, GroupDescription, GroupSummary, Member
 from core.broker.group.topics import check_partitions
+from core.broker.security.acl import Operation, ResourceType
+from core.broker.security.principal import Principal
 from core.broker.types import TopicPartition
 from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import FranzError, InvalidRequestError
@@ -84,8 +96,10 @@ class ConsumerManager:
         config: Any = None,
         clock: Clock = SYSTEM_CLOCK,
         assignor: str | None = None,
+        authorize: Authorize | None = None,
     ) -> None:
         self.backend = backend
+        self._authorize = authorize  # None: every instance may read every topic
         self.clock = clock
         self.instance_timeout_ms = int(_setting(config, "consumer.instance.timeout.ms"))
         self.request_timeout_ms = int(_setting(config, "consumer.request.timeout.ms"))
@@ -178,6 +192,7 @@ class ConsumerManager:
         fetch_min_bytes: int = -1,
         request_timeout_ms: int | None = None,
         client_host: str = "",
+        owner: str = ANONYMOUS_OWNER,
     ) -> ConsumerInstanceInfo:
         """Join ``group`` as a new instance (ConsumerAlreadyExistsError,
         InvalidConsumerConfigError)."""
@@ -190,6 +205,7 @@ class ConsumerManager:
             auto_commit=auto_commit,
             fetch_min_bytes=fetch_min_bytes,
             request_timeout_ms=request_timeout_ms,
+            owner=owner,
         )
         member = Member(
             member_id=instance,
@@ -204,15 +220,18 @@ class ConsumerManager:
         log.info("consumer instance %s created in group %s", instance, group)
         return info
 
-    async def delete(self, group: str, instance: str) -> None:
+    async def delete(self, group: str, instance: str, *, principal: str | None = None) -> None:
         """Leave the group (auto-commit first, like closing a Java consumer)."""
-        await self._member(group, instance)
+        await self._member(group, instance, principal)
         if not await self.coordinator.leave(group, [instance], reason="deleted"):
             self.coordinator.member(group, instance)  # raises ConsumerInstanceNotFoundError
 
-    def get(self, group: str, instance: str) -> ConsumerInstanceInfo:
+    def get(self, group: str, instance: str, *,
+            principal: str | None = None) -> ConsumerInstanceInfo:
         """The instance's settings; counts as a heartbeat."""
-        return self._state(self.coordinator.touch(group, instance), group).info
+        info = self._state(self.coordinator.touch(group, instance), group).info
+        _check_owner(info, principal)
+        return info
 
     async def subscribe(
         self,
@@ -221,6 +240,7 @@ class ConsumerManager:
         *,
         topics: list[str] | None = None,
         pattern: str | None = None,
+        principal: str | None = None,
     ) -> None:
         """Replace the subscription (``topics`` wins over ``pattern``) and rebalance."""
         if topics is None and pattern is None:
@@ -230,7 +250,7 @@ class ConsumerManager:
                 re.compile(pattern)
             except re.error as exc:
                 raise InvalidRequestError(f"invalid topic pattern {pattern!r}: {exc}") from exc
-        await self._member(group, instance)
+        await self._member(group, instance, principal)
 
         def change(m: Member) -> None:
             if m.manual:
@@ -240,22 +260,24 @@ class ConsumerManager:
 
         await self.coordinator.update_member(group, instance, change, reason="subscribed")
 
-    async def subscription(self, group: str, instance: str) -> list[str]:
-        member = await self._member(group, instance)
+    async def subscription(self, group: str, instance: str, *,
+                           principal: str | None = None) -> list[str]:
+        member = await self._member(group, instance, principal)
         return sorted(member.topics) if member.is_subscribed else []
 
-    async def unsubscribe(self, group: str, instance: str) -> None:
+    async def unsubscribe(self, group: str, instance: str, *, principal: str | None = None) -> None:
         """Drop the subscription and any manual assignment."""
-        await self._member(group, instance)
+        await self._member(group, instance, principal)
 
         def change(m: Member) -> None:
             m.topics, m.pattern, m.manual = (), None, False
 
         await self.coordinator.update_member(group, instance, change, reason="unsubscribed")
 
-    async def assign(self, group: str, instance: str, partitions: list[TopicPartition]) -> None:
+    async def assign(self, group: str, instance: str, partitions: list[TopicPartition], *,
+                     principal: str | None = None) -> None:
         """Manual assignment (IllegalConsumerStateError while subscribed)."""
-        member = await self._member(group, instance)
+        member = await self._member(group, instance, principal)
         if member.is_subscribed:
             raise IllegalConsumerStateError(MUTUALLY_EXCLUSIVE)
         wanted = tuple(dict.fromkeys(TopicPartition(*tp) for tp in partitions))
@@ -270,41 +292,47 @@ class ConsumerManager:
 
         await self.coordinator.persist_member(group, instance, change)
 
-    async def assignment(self, group: str, instance: str) -> list[TopicPartition]:
-        member = await self._member(group, instance)
+    async def assignment(self, group: str, instance: str, *,
+                         principal: str | None = None) -> list[TopicPartition]:
+        member = await self._member(group, instance, principal)
         return list(member.assignment)
 
     # --- positions ----------------------------------------------------------------------
 
-    async def seek(self, group: str, instance: str, offsets: Mapping[TopicPartition, int]) -> None:
-        member = await self._member(group, instance)
+    async def seek(self, group: str, instance: str, offsets: Mapping[TopicPartition, int], *,
+                   principal: str | None = None) -> None:
+        member = await self._member(group, instance, principal)
         state = self._state(member, group)
         check_assigned(member, offsets)
         for tp, offset in offsets.items():
             state.seek(TopicPartition(*tp), int(offset))
 
     async def seek_to_timestamp(
-        self, group: str, instance: str, timestamps: Mapping[TopicPartition, int]
+        self, group: str, instance: str, timestamps: Mapping[TopicPartition, int], *,
+        principal: str | None = None,
     ) -> None:
         """To the first offset with a timestamp >= the given one (the end if none)."""
-        member = await self._member(group, instance)
+        member = await self._member(group, instance, principal)
         check_assigned(member, timestamps)
         self._seek_all(member, group, await timestamp_positions(self.backend, timestamps))
 
     async def seek_to_beginning(
-        self, group: str, instance: str, partitions: Iterable[TopicPartition]
+        self, group: str, instance: str, partitions: Iterable[TopicPartition], *,
+        principal: str | None = None,
     ) -> None:
-        await self._seek_edge(group, instance, partitions, end=False)
+        await self._seek_edge(group, instance, partitions, end=False, principal=principal)
 
     async def seek_to_end(
-        self, group: str, instance: str, partitions: Iterable[TopicPartition]
+        self, group: str, instance: str, partitions: Iterable[TopicPartition], *,
+        principal: str | None = None,
     ) -> None:
-        await self._seek_edge(group, instance, partitions, end=True)
+        await self._seek_edge(group, instance, partitions, end=True, principal=principal)
 
     async def _seek_edge(
-        self, group: str, instance: str, partitions: Iterable[TopicPartition], *, end: bool
+        self, group: str, instance: str, partitions: Iterable[TopicPartition], *, end: bool,
+        principal: str | None = None,
     ) -> None:
-        member = await self._member(group, instance)
+        member = await self._member(group, instance, principal)
         tps = [TopicPartition(*tp) for tp in partitions]
         check_assigned(member, tps)
         self._seek_all(member, group, await edge_positions(self.backend, tps, end=end))
@@ -324,10 +352,11 @@ class ConsumerManager:
         *,
         timeout_ms: int | None = None,
         max_bytes: int | None = None,
+        principal: str | None = None,
     ) -> PolledRecords:
         """Records from the assigned partitions: as soon as there are any, else after
         waiting up to the timeout (which may only shorten the instance's own)."""
-        member = await self._member(group, instance)
+        member = await self._member(group, instance, principal)
         state = self._state(member, group)
         wait_ms = state.info.request_timeout_ms or self.request_timeout_ms
         if timeout_ms is not None and timeout_ms > 0:
@@ -335,6 +364,7 @@ class ConsumerManager:
         cap = self.request_max_bytes
         if max_bytes is not None and max_bytes > 0:
             cap = min(cap, max_bytes)
+        self._check_readable(member, state.info)
         async with state.poll_lock:
             if state.info.auto_commit:
                 await self._auto_commit(group, member, state)
@@ -355,9 +385,11 @@ class ConsumerManager:
         group: str,
         instance: str,
         offsets: Mapping[TopicPartition, tuple[int, str]] | None = None,
+        *,
+        principal: str | None = None,
     ) -> None:
         """Commit ``offsets`` (next offsets to read, metadata); None: the positions."""
-        member = await self._member(group, instance)
+        member = await self._member(group, instance, principal)
         state = self._state(member, group)
         if offsets is None:
             offsets = {
@@ -368,10 +400,11 @@ class ConsumerManager:
         state.auto_committed.update({tp: o for tp, (o, _) in entries.items()})
 
     async def committed(
-        self, group: str, instance: str, partitions: Iterable[TopicPartition]
+        self, group: str, instance: str, partitions: Iterable[TopicPartition], *,
+        principal: str | None = None,
     ) -> dict[TopicPartition, tuple[int, str]]:
         """Committed offsets of ``partitions``; those without a commit are left out."""
-        await self._member(group, instance)
+        await self._member(group, instance, principal)
         found = await self.coordinator.committed(group, [TopicPartition(*tp) for tp in partitions])
         return {tp: (c.offset, c.metadata) for tp, c in found.items()}
 
@@ -424,11 +457,37 @@ class ConsumerManager:
     async def delete_group(self, group: str) -> None:
         await self.coordinator.delete_group(group)
 
+    # --- authorization ------------------------------------------------------------------
+
+    def _may_read(self, owner: str, host: str, topic: str) -> bool:
+        if self._authorize is None:
+            return True
+        return self._authorize(Principal.parse(owner), host, Operation.READ,
+                               ResourceType.TOPIC, topic)
+
+    def _check_readable(self, member: Member, info: ConsumerInstanceInfo) -> None:
+        """TopicAuthorizationFailedError unless the owner may READ every assigned topic
+        (checked on every read: a revoked ACL stops the next read)."""
+        denied = sorted({tp.topic for tp in member.assignment
+                         if not self._may_read(info.owner, member.client_host, tp.topic)})
+        if denied:
+            raise TopicAuthorizationFailedError(f"Not authorized to READ topics {denied}.")
+
+    def readable_topics(self, member: Member, topics: Iterable[str]) -> list[str]:
+        if self._authorize is None:
+            return list(topics)
+        owner = (member.runtime.info.owner if isinstance(member.runtime, InstanceState)
+                 else str(member.properties.get(OWNER_PROPERTY, ANONYMOUS_OWNER)))
+        return [t for t in topics if self._may_read(owner, member.client_host, t)]
+
     # --- helpers ----------------------------------------------------------------------------
 
-    async def _member(self, group: str, instance: str) -> Member:
-        """The instance's member (loading its partition if needed); a heartbeat."""
+    async def _member(self, group: str, instance: str, principal: str | None) -> Member:
+        """The instance's member (loading its partition if needed); a heartbeat.
+        ``principal``: the caller, who must be the instance's owner (None: this broker
+        itself, e.g. expiry)."""
         _, member = await self.coordinator.find_member(group, instance)
+        _check_owner(self._state(member, group).info, principal)
         member.touch(self.clock.now_ms())
         return member
 
@@ -440,3 +499,13 @@ class ConsumerManager:
                 ConsumerInstanceInfo.from_properties(group, member.member_id, member.properties)
             )
         return member.runtime
+
+
+Authorize = Callable[[Principal, str, Operation, ResourceType, str], bool]
+
+
+def _check_owner(info: ConsumerInstanceInfo, principal: str | None) -> None:
+    if principal is not None and principal != info.owner:
+        raise GroupAuthorizationFailedError(
+            f"Consumer instance {info.instance_id!r} of group {info.group!r} belongs to "
+            f"another principal.")

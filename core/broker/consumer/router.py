@@ -100,64 +100,76 @@ class GroupRouter:
         info: ConsumerInstanceInfo = await self._call("create", group, **settings)
         return info
 
-    async def delete(self, group: str, instance: str) -> None:
-        await self._call("delete", group, instance=instance)
+    async def delete(self, group: str, instance: str, *, principal: str) -> None:
+        await self._call("delete", group, instance=instance, principal=principal)
 
-    async def get(self, group: str, instance: str) -> ConsumerInstanceInfo:
-        info: ConsumerInstanceInfo = await self._call("get", group, instance=instance)
+    async def get(self, group: str, instance: str, *, principal: str) -> ConsumerInstanceInfo:
+        info: ConsumerInstanceInfo = await self._call("get", group, instance=instance,
+                                                      principal=principal)
         return info
 
     async def subscribe(self, group: str, instance: str, *, topics: list[str] | None = None,
-                        pattern: str | None = None) -> None:
-        await self._call("subscribe", group, instance=instance, topics=topics, pattern=pattern)
+                        pattern: str | None = None, principal: str) -> None:
+        await self._call("subscribe", group, instance=instance, principal=principal,
+                         topics=topics, pattern=pattern)
 
-    async def subscription(self, group: str, instance: str) -> list[str]:
-        topics: list[str] = await self._call("subscription", group, instance=instance)
+    async def subscription(self, group: str, instance: str, *, principal: str) -> list[str]:
+        topics: list[str] = await self._call("subscription", group, instance=instance,
+                                             principal=principal)
         return topics
 
-    async def unsubscribe(self, group: str, instance: str) -> None:
-        await self._call("unsubscribe", group, instance=instance)
+    async def unsubscribe(self, group: str, instance: str, *, principal: str) -> None:
+        await self._call("unsubscribe", group, instance=instance, principal=principal)
 
-    async def assign(self, group: str, instance: str, partitions: list[TopicPartition]) -> None:
-        await self._call("assign", group, instance=instance, partitions=partitions)
+    async def assign(self, group: str, instance: str, partitions: list[TopicPartition], *,
+                     principal: str) -> None:
+        await self._call("assign", group, instance=instance, principal=principal,
+                         partitions=partitions)
 
-    async def assignment(self, group: str, instance: str) -> list[TopicPartition]:
-        tps: list[TopicPartition] = await self._call("assignment", group, instance=instance)
+    async def assignment(self, group: str, instance: str, *,
+                         principal: str) -> list[TopicPartition]:
+        tps: list[TopicPartition] = await self._call("assignment", group, instance=instance,
+                                                     principal=principal)
         return tps
 
-    async def seek(self, group: str, instance: str, offsets: Mapping[TopicPartition, int]) -> None:
-        await self._call("seek", group, instance=instance, offsets=offsets)
+    async def seek(self, group: str, instance: str, offsets: Mapping[TopicPartition, int], *,
+                   principal: str) -> None:
+        await self._call("seek", group, instance=instance, principal=principal, offsets=offsets)
 
     async def seek_to_timestamp(self, group: str, instance: str,
-                                timestamps: Mapping[TopicPartition, int]) -> None:
-        await self._call("seek_to_timestamp", group, instance=instance, timestamps=timestamps)
+                                timestamps: Mapping[TopicPartition, int], *,
+                                principal: str) -> None:
+        await self._call("seek_to_timestamp", group, instance=instance, principal=principal,
+                         timestamps=timestamps)
 
     async def seek_to_beginning(self, group: str, instance: str,
-                                partitions: Iterable[TopicPartition]) -> None:
-        await self._call("seek_to_beginning", group, instance=instance,
+                                partitions: Iterable[TopicPartition], *, principal: str) -> None:
+        await self._call("seek_to_beginning", group, instance=instance, principal=principal,
                          partitions=list(partitions))
 
     async def seek_to_end(self, group: str, instance: str,
-                          partitions: Iterable[TopicPartition]) -> None:
-        await self._call("seek_to_end", group, instance=instance, partitions=list(partitions))
+                          partitions: Iterable[TopicPartition], *, principal: str) -> None:
+        await self._call("seek_to_end", group, instance=instance, principal=principal,
+                         partitions=list(partitions))
 
     async def poll(self, group: str, instance: str, *, timeout_ms: int | None = None,
-                   max_bytes: int | None = None) -> PolledRecords:
+                   max_bytes: int | None = None, principal: str) -> PolledRecords:
         # the instance's own timeout is known at the coordinator only: allow the longest
         wait_s = (timeout_ms if timeout_ms else LONGEST_POLL_MS) / 1000
         polled: PolledRecords = await self._call(
-            "poll", group, wait_s=wait_s, instance=instance, timeout_ms=timeout_ms,
-            max_bytes=max_bytes)
+            "poll", group, wait_s=wait_s, instance=instance, principal=principal,
+            timeout_ms=timeout_ms, max_bytes=max_bytes)
         return polled
 
     async def commit(self, group: str, instance: str,
-                     offsets: Mapping[TopicPartition, tuple[int, str]] | None = None) -> None:
-        await self._call("commit", group, instance=instance, offsets=offsets)
+                     offsets: Mapping[TopicPartition, tuple[int, str]] | None = None, *,
+                     principal: str) -> None:
+        await self._call("commit", group, instance=instance, principal=principal, offsets=offsets)
 
-    async def committed(self, group: str, instance: str, partitions: Iterable[TopicPartition]
-                        ) -> dict[TopicPartition, tuple[int, str]]:
+    async def committed(self, group: str, instance: str, partitions: Iterable[TopicPartition],
+                        *, principal: str) -> dict[TopicPartition, tuple[int, str]]:
         found: dict[TopicPartition, tuple[int, str]] = await self._call(
-            "committed", group, instance=instance, partitions=list(partitions))
+            "committed", group, instance=instance, principal=principal, partitions=list(partitions))
         return found
 
     # --- groups (v3, CLI) -----------------------------------------------------------

@@ -54,6 +54,7 @@ _ARG_TYPES: dict[str, tuple[type, ...]] = {
     "auto_offset_reset": _STR, "auto_commit": (bool,), "fetch_min_bytes": (int,),
     "request_timeout_ms": _OPT_INT, "client_host": _STR, "topics": (list, type(None)),
     "pattern": _OPT_STR, "timeout_ms": _OPT_INT, "max_bytes": _OPT_INT,
+    "owner": _STR, "principal": _OPT_STR,
 }
 
 

@@ -77,6 +77,11 @@ class RebalanceListener(Protocol):
         """``member``'s partitions changed; it lost ``revoked`` (possibly none)."""
         ...
 
+    def readable_topics(self, member: Member, topics: Iterable[str]) -> list[str]:
+        """Of ``topics``, those ``member`` may read: a pattern subscribes to those only
+        (Kafka's consumer sees only the topics it is authorized to describe)."""
+        ...
+
 
 class GroupCoordinator:
     """Groups of the offsets partitions this broker leads. See the module docstring."""
@@ -280,7 +285,7 @@ class GroupCoordinator:
             if (
                 m.pattern is not None
                 and not m.manual
-                and m.topics != match_topics(m.pattern, all_topics)
+                and m.topics != match_topics(m.pattern, self._readable(m, all_topics))
             ):
                 return True
         counts = await partition_counts(self.backend, group.subscribed_topics())
@@ -289,6 +294,9 @@ class GroupCoordinator:
             frozenset(tps) != frozenset(group.members[mid].assignment)
             for mid, tps in proposed.items()
         )
+
+    def _readable(self, member: Member, topics: list[str]) -> list[str]:
+        return topics if self.listener is None else self.listener.readable_topics(member, topics)
 
     def _check_alive(self, group: Group) -> None:
         if group.is_dead:
@@ -311,7 +319,7 @@ class GroupCoordinator:
             all_topics = await self.backend.list_topics()
             for m in group.members.values():
                 if m.pattern is not None and not m.manual:
-                    m.topics = match_topics(m.pattern, all_topics)
+                    m.topics = match_topics(m.pattern, self._readable(m, all_topics))
         counts = await partition_counts(self.backend, group.subscribed_topics())
         now = self.clock.now_ms()
         old_generation = group.generation

@@ -45,6 +45,7 @@ class BrokerRegistration:
     rack: str | None = None
     timestamp_ms: int = 0
     epoch: int = 0  # broker epoch (czxid in ZooKeeper); set by the store
+    scheme: str = "http"  # of its first listener: how other brokers call it ("https": TLS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from core.broker.errors import (
     BrokerNotAvailableError,
     ConsumerAlreadyExistsError,
     ConsumerInstanceNotFoundError,
+    GroupAuthorizationFailedError,
     IllegalConsumerStateError,
     NotCoordinatorError,
 )
@@ -33,6 +34,8 @@ from core.storage.config import LogConfig
 
 ME, OTHER = 1, 2
 OFFSETS_PARTITIONS = 3
+
+ANON = "User:ANONYMOUS"  # the principal of every call here (no authentication)
 
 
 class LoopbackClient:
@@ -109,12 +112,12 @@ async def test_calls_run_on_the_coordinator_and_come_back_typed(setup) -> None: 
     assert remote.get("g", "c1") == info  # the instance lives on the coordinator
     with pytest.raises(ConsumerInstanceNotFoundError):
         local.get("g", "c1")
-    assert await router.get("g", "c1") == info
-    await router.assign("g", "c1", [TP("t", 0), TP("t", 1)])
-    assert await router.assignment("g", "c1") == [TP("t", 0), TP("t", 1)]
-    await router.seek("g", "c1", {TP("t", 1): 0})
-    await router.commit("g", "c1", {TP("t", 0): (5, "meta")})
-    assert await router.committed("g", "c1", [TP("t", 0)]) == {TP("t", 0): (5, "meta")}
+    assert await router.get("g", "c1", principal=ANON) == info
+    await router.assign("g", "c1", [TP("t", 0), TP("t", 1)], principal=ANON)
+    assert await router.assignment("g", "c1", principal=ANON) == [TP("t", 0), TP("t", 1)]
+    await router.seek("g", "c1", {TP("t", 1): 0}, principal=ANON)
+    await router.commit("g", "c1", {TP("t", 0): (5, "meta")}, principal=ANON)
+    assert await router.committed("g", "c1", [TP("t", 0)], principal=ANON) == {TP("t", 0): (5, "meta")}
     assert await router.group_offsets("g") == {TP("t", 0): 5}
     desc = await router.describe_group("g")
     assert desc.group_id == "g" and [m.member_id for m in desc.members] == ["c1"]
@@ -128,13 +131,13 @@ async def test_poll_brings_the_batches_back(setup, backends) -> None:  # noqa: A
     there.produce("t", 0, [b"a", b"b", b"c"])
     there.produce("t", 1, [b"x"])
     await router.create("g", name="c", auto_offset_reset="earliest")
-    await router.subscribe("g", "c", topics=["t"])
-    polled = await router.poll("g", "c", timeout_ms=1000)
+    await router.subscribe("g", "c", topics=["t"], principal=ANON)
+    polled = await router.poll("g", "c", timeout_ms=1000, principal=ANON)
     assert sorted((tp.partition, r.value) for tp, r in polled) == [
         (0, b"a"), (0, b"b"), (0, b"c"), (1, b"x")]
     assert polled.count == 4 and all(len(c) == 4 for c in polled.chunks)
-    assert await router.subscription("g", "c") == ["t"]
-    again = await router.poll("g", "c", timeout_ms=1)
+    assert await router.subscription("g", "c", principal=ANON) == ["t"]
+    again = await router.poll("g", "c", timeout_ms=1, principal=ANON)
     assert again.count == 0  # positions moved on the coordinator
 
 
@@ -143,11 +146,11 @@ async def test_domain_errors_keep_their_class(setup) -> None:  # noqa: ANN001
     await router.create("g", name="c1")
     with pytest.raises(ConsumerAlreadyExistsError):  # same Kafka code family, exact class
         await router.create("g", name="c1")
-    await router.subscribe("g", "c1", topics=["t"])
+    await router.subscribe("g", "c1", topics=["t"], principal=ANON)
     with pytest.raises(IllegalConsumerStateError):
-        await router.assign("g", "c1", [TP("t", 0)])
+        await router.assign("g", "c1", [TP("t", 0)], principal=ANON)
     with pytest.raises(ConsumerInstanceNotFoundError):
-        await router.delete("g", "nobody")
+        await router.delete("g", "nobody", principal=ANON)
 
 
 async def test_an_unreachable_coordinator_is_retried_then_answered_here(
@@ -173,7 +176,7 @@ async def test_not_coordinator_is_retried_then_returned(
     monkeypatch.setattr(router_module, "PATIENCE_S", 0.05)
     client.not_coordinator = 10_000
     with pytest.raises(NotCoordinatorError):
-        await router.delete("g", "c1")
+        await router.delete("g", "c1", principal=ANON)
 
 
 async def test_groups_coordinated_here_never_leave(backends) -> None:  # noqa: ANN001
@@ -184,7 +187,7 @@ async def test_groups_coordinated_here_never_leave(backends) -> None:  # noqa: A
     await router.create("g", name="c1")
     assert local.get("g", "c1").instance_id == "c1" and client.calls == []
     standalone = GroupRouter(ME, local, MetadataCache(), BatchCache(), None)
-    assert (await standalone.get("g", "c1")).instance_id == "c1"
+    assert (await standalone.get("g", "c1", principal=ANON)).instance_id == "c1"
 
 
 async def test_list_groups_is_the_union_of_every_broker(setup) -> None:  # noqa: ANN001
@@ -225,3 +228,16 @@ def test_empty_results() -> None:
     cache = BatchCache()
     assert decode_result("delete", b"", cache) is None
     assert decode_result("committed", b"", cache) == {}
+
+
+async def test_an_instance_serves_only_the_principal_that_created_it(setup) -> None:  # noqa: ANN001
+    router, _local, _remote, _client = setup
+    await router.create("g", name="mine", owner="User:alice")
+    assert (await router.get("g", "mine", principal="User:alice")).owner == "User:alice"
+    for call in (router.get("g", "mine", principal="User:bob"),
+                 router.assignment("g", "mine", principal="User:bob"),
+                 router.commit("g", "mine", principal="User:bob"),
+                 router.delete("g", "mine", principal="User:bob")):
+        with pytest.raises(GroupAuthorizationFailedError):
+            await call
+    await router.get("g", "mine", principal="User:alice")  # still there: nothing was done

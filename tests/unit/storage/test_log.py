@@ -20,7 +20,6 @@ from core.storage.errors import (
     MessageTooLargeError,
     NonMonotonicAppendError,
     OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
 )
 from core.storage.log import PartitionLog
 from core.storage.log_loader import parse_topic_partition
@@ -280,11 +279,6 @@ def test_invalid_batches_are_rejected_and_nothing_is_written(
     with pytest.raises(CorruptRecordError, match="trailing"):
         plog.append_as_leader(payload(good) + b"\x00" * 10, leader_epoch=0)
 
-    with pytest.raises(RecordBatchTooLargeError):
-        plog.append_as_leader(
-            payload(*[make_batch(3, value_size=400) for _ in range(4)]), leader_epoch=0
-        )
-
     with pytest.raises(InvalidTimestampError):
         strict = LogConfig(
             message_timestamp_after_max_ms=1000, message_timestamp_before_max_ms=1000
@@ -373,6 +367,56 @@ def test_follower_append_larger_than_a_segment_is_split(log_dir: Path, clock: Ma
     plog.append_as_follower(data)
     assert plog.log_end_offset == 20 and len(plog.segments) == 4
     assert [r.offset for r in read_all(plog)] == list(range(20))
+    plog.close()
+
+
+@pytest.mark.parametrize("clean_shutdown", [True, False])
+def test_batches_larger_than_segment_bytes_get_segments_of_their_own(
+    log_dir: Path, clock: ManualClock, clean_shutdown: bool
+) -> None:
+    plog = open_log(log_dir, clock, segment_bytes=14)  # Kafka's minimum: below any batch
+    for i in range(3):
+        info = plog.append_as_leader(make_batch(2, tag=f"{i}."), leader_epoch=0)
+        assert (info.first_offset, info.num_records) == (2 * i, 2)
+    assert [s.base_offset for s in plog.segments] == [0, 2, 4]
+    assert all(s.size == len(make_batch(2, tag="0.")) for s in plog.segments)
+    expected = [(o, f"{o // 2}.{o % 2}".encode()) for o in range(6)]
+    assert values(plog) == expected
+    plog.flush()
+    plog.close()
+    again = PartitionLog.open(log_dir, LogConfig(segment_bytes=14), clock=clock,
+                              clean_shutdown=clean_shutdown)  # fmt: skip
+    assert again.log_end_offset == 6 and values(again) == expected
+    again.append_as_leader(make_batch(1, tag="after."), leader_epoch=0)
+    assert values(again)[-1] == (6, b"after.0")
+    again.close()
+
+
+def test_leader_append_larger_than_a_segment_is_split(log_dir: Path, clock: ManualClock) -> None:
+    one = len(make_batch(2, tag="00."))
+    plog = open_log(log_dir, clock, segment_bytes=one * 3)
+    plog.append_as_leader(make_batch(2, tag="aa."), leader_epoch=0)
+    data = payload(*[make_batch(2, tag=f"{i:02d}.") for i in range(7)])
+    info = plog.append_as_leader(data, leader_epoch=0)  # 7 batches: 2 + 3 + 2 segments
+    assert (info.first_offset, info.last_offset, info.num_records) == (2, 15, 14)
+    assert [s.base_offset for s in plog.segments] == [0, 2, 8, 14]
+    assert [r.offset for r in read_all(plog)] == list(range(16))
+    assert read_all(plog)[-1].value == b"06.1"
+    plog.close()
+
+
+def test_follower_append_of_a_batch_larger_than_a_segment(
+    log_dir: Path, clock: ManualClock
+) -> None:
+    plog = open_log(log_dir, clock, segment_bytes=14)
+    data = bytearray()
+    for i in range(3):
+        b = make_batch(2, tag=f"{i}.")
+        struct.pack_into(">q", b, 0, 2 * i)
+        data += b
+    plog.append_as_follower(data)
+    assert plog.log_end_offset == 6 and [s.base_offset for s in plog.segments] == [0, 2, 4]
+    assert [r.offset for r in read_all(plog)] == list(range(6))
     plog.close()
 
 

@@ -1,7 +1,8 @@
 """Broker registrations in the ZooKeeper store, and what a session expiry does to them.
 
 - ``cluster_id``: ``/cluster/id``, created by the first store that asks.
-- ``register_broker``: ephemeral ``/brokers/ids/<id>``; the broker epoch is its czxid. A
+- ``register_broker``: ephemeral ``/brokers/ids/<id>`` (its endpoint's scheme the store's
+  ``listener_scheme`` when given); the broker epoch is its czxid. A
   registration of the same id left by another session (an unclean restart whose session
   has not expired yet) is replaced, and the controller role it held released with it, as
   the embedded store does; unless its endpoint still accepts connections (a live broker
@@ -58,8 +59,12 @@ log = logging.getLogger(__name__)
 class ZkBrokers(ZkControllerElection):
     """The cluster id, broker registrations and session handling (module docstring)."""
 
-    def __init__(self, connect: str, *, clock: Clock, session_timeout_s: float = 18.0) -> None:
+    def __init__(self, connect: str, *, clock: Clock, session_timeout_s: float = 18.0,
+                 listener_scheme: str | None = None) -> None:
         super().__init__(connect, clock=clock, session_timeout_s=session_timeout_s)
+        # The scheme of the broker's first listener, given to the store by the process
+        # that knows its listeners (``app.assembly``); None: the registrations' own.
+        self._listener_scheme = listener_scheme
         self._cluster_id: str | None = None
         self._registrations: dict[int, BrokerRegistration] = {}
         self._session_lost = False  # set on a kazoo thread, read there
@@ -72,7 +77,8 @@ class ZkBrokers(ZkControllerElection):
         return self._cluster_id
 
     async def register_broker(self, reg: BrokerRegistration) -> BrokerRegistration:
-        reg = dataclasses.replace(reg, timestamp_ms=reg.timestamp_ms or self._clock.now_ms())
+        reg = dataclasses.replace(reg, timestamp_ms=reg.timestamp_ms or self._clock.now_ms(),
+                                  scheme=self._listener_scheme or reg.scheme)
         async with self._lock:
             stored, released = await self._call(self._register_broker, reg)
             assert stored is not None  # replace=True always registers

@@ -15,7 +15,9 @@ keys in Kafka's order:
                                                 "endpoints":["PLAINTEXT://h:9092"],
                                                 "listener_security_protocol_map":
                                                     {"PLAINTEXT":"PLAINTEXT"},
-                                                "rack":"r1","features":{}}  (rack only if set)
+                                                "rack":"r1","features":{}}  (rack only if set;
+                                                https: "host":null,"port":-1,
+                                                ["SSL://h:9093"], {"SSL":"SSL"})
     /brokers/topics/<t>                        {"version":3,"topic_id":"...",
                                                 "partitions":{"0":[2,0,1]},
                                                 "adding_replicas":{},"removing_replicas":{}}
@@ -135,7 +137,11 @@ class BrokerIdsZNode:
 
 
 class BrokerIdZNode:
-    """Version 5 (IBP >= 2.7). franz has one PLAINTEXT listener per broker."""
+    """Version 5 (IBP >= 2.7). franz registers one endpoint per broker, its first
+    listener: ``PLAINTEXT`` for http, ``SSL`` for https. As Kafka, ``host``/``port`` are
+    those of the PLAINTEXT endpoint, null and -1 without one. Decoding takes the
+    PLAINTEXT endpoint when there is one, else the first endpoint, whose security
+    protocol (``listener_security_protocol_map``) gives the scheme."""
 
     @staticmethod
     def path(broker_id: int) -> str:
@@ -144,10 +150,13 @@ class BrokerIdZNode:
     @staticmethod
     def encode(reg: BrokerRegistration) -> bytes:
         host = f"[{reg.host}]" if ":" in reg.host else reg.host  # IPv6, as Kafka formats it
+        tls = reg.scheme == "https"
+        protocol = "SSL" if tls else "PLAINTEXT"
         body: dict[str, object] = {
-            "version": 5, "host": reg.host, "port": reg.port, "jmx_port": -1,
-            "timestamp": str(reg.timestamp_ms), "endpoints": [f"PLAINTEXT://{host}:{reg.port}"],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "version": 5, "host": None if tls else reg.host, "port": -1 if tls else reg.port,
+            "jmx_port": -1, "timestamp": str(reg.timestamp_ms),
+            "endpoints": [f"{protocol}://{host}:{reg.port}"],
+            "listener_security_protocol_map": {protocol: protocol},
         }
         if reg.rack is not None:
             body["rack"] = reg.rack
@@ -159,18 +168,25 @@ class BrokerIdZNode:
     def decode(broker_id: int, data: bytes, *, czxid: int) -> BrokerRegistration:
         """The broker epoch is the znode's czxid (not in the JSON)."""
         obj = _loads(data, BrokerIdZNode.path(broker_id))
-        host, port = obj.get("host"), int(obj.get("port", -1))
+        host, port, scheme = obj.get("host"), int(obj.get("port", -1)), "http"
         if host is None or port < 0:  # no PLAINTEXT listener: take the first endpoint
-            host, port = _split_endpoint(str(obj["endpoints"][0]))
+            listener, host, port = _split_endpoint(str(obj["endpoints"][0]))
+            protocols = obj.get("listener_security_protocol_map") or {}
+            if str(protocols.get(listener, listener)).upper() in _TLS_PROTOCOLS:
+                scheme = "https"
         return BrokerRegistration(broker_id, str(host), port, rack=obj.get("rack"),
-                                  timestamp_ms=int(obj.get("timestamp", 0)), epoch=czxid)
+                                  timestamp_ms=int(obj.get("timestamp", 0)), epoch=czxid,
+                                  scheme=scheme)
 
 
-def _split_endpoint(endpoint: str) -> tuple[str, int]:
-    """``SSL://h:9093`` or ``PLAINTEXT://[::1]:9092`` -> (host, port)."""
-    _, _, hostport = endpoint.partition("://")
+_TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+
+
+def _split_endpoint(endpoint: str) -> tuple[str, str, int]:
+    """``SSL://h:9093`` or ``PLAINTEXT://[::1]:9092`` -> (listener name, host, port)."""
+    listener, _, hostport = endpoint.partition("://")
     host, _, port = hostport.rpartition(":")
-    return host.strip("[]"), int(port)
+    return listener, host.strip("[]"), int(port)
 
 
 class TopicsZNode:
