@@ -3,16 +3,23 @@ server, whose failures become two exceptions the commands turn into exit codes.
 
     CliError              a failure to report; ``exit_code`` says how to exit
       ServerUnreachable   no answer at all: refused, unknown host, timed out (exit 2)
+      UsageError          input found unusable after parsing (exit 2)
       RequestFailed       the server answered with an error (exit 1); carries the HTTP
                           status and Confluent's ``error_code`` and ``message``
 
 httpx's own exceptions never leave this module (they are translated here, with
 ``raise ... from``). Thread-safe as httpx.Client is: ``franz consume`` reads partitions
 from several threads through one client.
+
+Security (``app.client_config.ClientSecurity``): its Basic credentials go on every
+request, and an https URL is verified with its TLS settings (truststore, client
+certificate, host name check). A 401 answer becomes "authentication failed" naming
+where the credentials came from (never what they are); a 403 keeps the server's message.
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
@@ -20,6 +27,8 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 import orjson
+
+from app.client_config import ClientSecurity
 
 DEFAULT_URL = "http://127.0.0.1:8082"
 V2_MEDIA = "application/vnd.kafka.v2+json"
@@ -39,6 +48,13 @@ class CliError(Exception):
 
 class ServerUnreachable(CliError):
     """Nothing answered at the URL (connection refused, DNS, timeout, broken stream)."""
+
+    exit_code = EXIT_USAGE
+
+
+class UsageError(CliError):
+    """Input the command cannot use, found after parsing (a bad user name, passwords
+    that differ, a missing confirmation): exit 2, as argparse's errors."""
 
     exit_code = EXIT_USAGE
 
@@ -75,7 +91,27 @@ def _reason(exc: httpx.TransportError) -> str:
         return f"timed out ({text})" if str(exc) else "timed out"
     if "Connection refused" in text or "Errno 111" in text:
         return "connection refused (is the server running?)"
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return (f"TLS: {text} (set ssl.truststore.location to the CA bundle that signed the "
+                "server's certificate)")
+    if "SSL" in text or "TLS" in text:
+        return f"TLS: {text}"
     return text
+
+
+def authentication_failed(resp: httpx.Response, security: ClientSecurity) -> RequestFailed:
+    """A 401: what the server said and where the credentials came from, never them."""
+    said = error_of(resp).message.strip().rstrip(".")
+    head, sep, tail = said.partition(":")
+    if sep and head.strip().lower() == "authentication failed":
+        said = tail.strip()  # the server's "Authentication failed: <why>"
+    if security.basic_auth is None:
+        hint = ("no credentials were given: set basic.auth.user.info=USER:PASSWORD in "
+                "--command-config FILE or $FRANZ_CLIENT_BASIC_AUTH_USER_INFO")
+    else:
+        hint = (f"check the user {security.user!r} and its password "
+                f"({security.credentials_source})")
+    return RequestFailed(401, 40101, f"authentication failed: {said}; {hint}")
 
 
 def error_of(resp: httpx.Response) -> RequestFailed:
@@ -96,15 +132,23 @@ def error_of(resp: httpx.Response) -> RequestFailed:
 class FranzClient:
     """Calls to one franz server. Use as a context manager (closes the connections)."""
 
-    def __init__(self, base_url: str, *, timeout: float = 30.0, max_connections: int = 20) -> None:
+    def __init__(self, base_url: str, *, security: ClientSecurity | None = None,
+                 timeout: float = 30.0, max_connections: int = 20) -> None:
         self.base_url = base_url
+        self.security = security or ClientSecurity()
         limits = httpx.Limits(max_connections=max_connections,
                               max_keepalive_connections=max_connections)
         # Plain http needs no certificates: skip loading the CA bundle (a fifth of the
         # start-up time of a command). Redirects are not followed, so no https hop either.
-        plain = base_url.startswith("http://")
+        # https without TLS settings keeps httpx's default verification.
+        verify: bool | ssl.SSLContext = not base_url.startswith("http://")
+        if verify and self.security.has_tls_settings:
+            verify = self.security.ssl_context()  # ClientConfigError when a file is bad
+        headers = {}
+        if self.security.authorization is not None:
+            headers["Authorization"] = self.security.authorization
         self._http = httpx.Client(base_url=base_url, timeout=timeout, limits=limits,
-                                  verify=not plain)
+                                  verify=verify, headers=headers)
         self._cluster_id: str | None = None
 
     def __enter__(self) -> FranzClient:
@@ -141,6 +185,8 @@ class FranzClient:
         except httpx.TransportError as exc:
             raise ServerUnreachable(
                 f"cannot reach franz at {self.base_url}: {_reason(exc)}") from exc
+        if resp.status_code == 401:
+            raise authentication_failed(resp, self.security)
         if resp.status_code >= 400:
             raise error_of(resp)
         return resp

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from spark_connector.options import HttpConf, TopicPartition
+from spark_connector.options import FranzOptionError, HttpConf, TopicPartition
 
 try:  # optional accelerator; the stdlib is enough
     import orjson
@@ -99,15 +99,32 @@ class _StaleConnection(Exception):
     """A kept-alive connection the server had closed: resend on a new one."""
 
 
-def _ssl_context(verify: bool | str) -> ssl.SSLContext:
-    if verify is False:
-        ctx = ssl.create_default_context()
+def _ssl_context(conf: HttpConf) -> ssl.SSLContext:
+    """The TLS context of https URLs, built where the client runs (executors included,
+    so the options' paths name files there): ``ssl.truststore.location`` (or a
+    ``tls.verify`` path) verifies the server, ``ssl.keystore.location`` is the client
+    certificate. A file that does not load is a ``FranzOptionError`` naming the option."""
+    cafile = conf.truststore or (conf.verify if isinstance(conf.verify, str) else None)
+    name = "ssl.truststore.location" if conf.truststore else "tls.verify"
+    try:
+        ctx = ssl.create_default_context(cafile=cafile)
+    except (OSError, ValueError) as e:
+        raise FranzOptionError(f"Option {name}={cafile!r}: no PEM CA bundle there ({e})") from None
+    if conf.verify is False:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
-        return ctx
-    if isinstance(verify, str):
-        return ssl.create_default_context(cafile=verify)
-    return ssl.create_default_context()
+    if conf.keystore:
+        # A callable, never None: OpenSSL would otherwise prompt for an encrypted key's
+        # password on the executor's terminal.
+        secret = (conf.key_password or "").encode()
+        try:
+            ctx.load_cert_chain(conf.keystore, conf.keystore, password=lambda: secret)
+        except (OSError, ValueError) as e:
+            raise FranzOptionError(
+                f"Option ssl.keystore.location={conf.keystore!r}: no PEM client certificate "
+                f"with its key there, or a wrong ssl.key.password ({e})"
+            ) from None
+    return ctx
 
 
 class FranzClient:
@@ -127,6 +144,7 @@ class FranzClient:
             token = base64.b64encode(":".join(conf.basic_auth).encode()).decode("ascii")
             self._headers["Authorization"] = f"Basic {token}"
         self._timeout = conf.request_timeout_ms / 1000.0
+        self._tls: ssl.SSLContext | None = None  # built at the first https connection
 
     def close(self) -> None:
         for conn in self._conns.values():
@@ -156,7 +174,7 @@ class FranzClient:
                 parts.hostname or "",
                 parts.port,
                 timeout=self._timeout,
-                context=_ssl_context(self.conf.verify),
+                context=self._tls_context(),
             )
         else:
             conn = http.client.HTTPConnection(
@@ -165,6 +183,11 @@ class FranzClient:
         conn.connect()
         self._conns[base] = conn
         return conn, False
+
+    def _tls_context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = _ssl_context(self.conf)
+        return self._tls
 
     def _drop(self, base: str) -> None:
         conn = self._conns.pop(base, None)

@@ -30,12 +30,20 @@ class FranzOptionError(ValueError):
 # --- option names --------------------------------------------------------------------
 # Canonical spelling of every option; lookups are by the lower-cased name.
 
+#: Kafka's client TLS settings, PEM files (as franz's broker reads them); also accepted
+#: with Spark's ``kafka.`` prefix (``kafka.ssl.truststore.location``), as Spark's Kafka
+#: source users write them.
+SSL_OPTIONS = ("ssl.truststore.location", "ssl.keystore.location", "ssl.key.password")
+KAFKA_PREFIX = "kafka."
+
 HTTP_OPTIONS = (
     "url",
     "kafka.bootstrap.servers",
     "auth.bearerToken",
     "auth.basic",
     "tls.verify",
+    *SSL_OPTIONS,
+    *(KAFKA_PREFIX + name for name in SSL_OPTIONS),
     "requestTimeoutMs",
     "http.maxRetries",
     "http.retryBackoffMs",
@@ -106,6 +114,19 @@ _REDIRECTS = {
     "kafka.key.serializer": "keys are always bytes or strings",
     "kafka.value.serializer": "values are always bytes or strings",
     "kafka.enable.auto.commit": "use commitOffsetsToGroup",
+    "kafka.security.protocol": "the url's scheme decides: https:// for TLS",
+    "kafka.sasl.jaas.config": "use auth.basic (user:password)",
+    **{
+        prefix + name: "franz reads PEM files: ssl.keystore.location holds the client "
+        "certificate and its key, ssl.key.password the key's password"
+        for prefix in ("", KAFKA_PREFIX)
+        for name in (
+            "ssl.keystore.type",
+            "ssl.truststore.type",
+            "ssl.keystore.password",
+            "ssl.truststore.password",
+        )
+    },
 }
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
@@ -246,7 +267,8 @@ def _partition_map(opts: Mapping[str, str], name: str, what: str) -> dict[TopicP
 
 @dataclass(frozen=True)
 class HttpConf:
-    """How to reach franz: travels (pickled) to every executor."""
+    """How to reach franz: travels (pickled) to every executor. TLS files are paths,
+    read where the client runs (the SSL context is built there, ``client.py``)."""
 
     urls: tuple[str, ...]
     headers: tuple[tuple[str, str], ...] = ()
@@ -255,6 +277,9 @@ class HttpConf:
     request_timeout_ms: int = 30_000
     max_retries: int = 3
     retry_backoff_ms: int = 100
+    truststore: str | None = None  # PEM CA bundle verifying https servers
+    keystore: str | None = None  # PEM client certificate and key (mutual TLS)
+    key_password: str | None = field(default=None, repr=False)
 
 
 def _urls(opts: Mapping[str, str]) -> tuple[str, ...]:
@@ -297,6 +322,14 @@ def http_conf(opts: Mapping[str, str]) -> HttpConf:
     if raw_verify is not None:
         low = raw_verify.strip().lower()
         verify = True if low == "true" else False if low == "false" else raw_verify.strip()
+    truststore, keystore, key_password = (_ssl_option(opts, n) for n in SSL_OPTIONS)
+    if truststore is not None and verify is not True:
+        raise FranzOptionError(
+            "Options tls.verify and ssl.truststore.location exclude each other "
+            "(ssl.truststore.location is the CA bundle that verifies the server)"
+        )
+    if key_password is not None and keystore is None:
+        raise FranzOptionError("Option ssl.key.password needs ssl.keystore.location")
     return HttpConf(
         urls=_urls(opts),
         headers=tuple(headers),
@@ -305,7 +338,24 @@ def http_conf(opts: Mapping[str, str]) -> HttpConf:
         request_timeout_ms=_int(opts, "requestTimeoutMs", 30_000, minimum=1) or 30_000,
         max_retries=_int(opts, "http.maxRetries", 3, minimum=0) or 0,
         retry_backoff_ms=_int(opts, "http.retryBackoffMs", 100, minimum=0) or 0,
+        truststore=truststore,
+        keystore=keystore,
+        key_password=key_password,
     )
+
+
+def _ssl_option(opts: Mapping[str, str], name: str) -> str | None:
+    """``name`` or its ``kafka.``-prefixed alias (they must agree); None when unset. A
+    path is not checked here: it names a file on the executors, not on the driver."""
+    values = {
+        n: opts[n].strip() for n in (name, KAFKA_PREFIX + name) if opts.get(n) is not None
+    }
+    if len(set(values.values())) > 1:
+        raise FranzOptionError(f"Options {name} and {KAFKA_PREFIX}{name} disagree")
+    value = next(iter(values.values()), None)
+    if value == "":
+        raise FranzOptionError(f"Option {name} is empty")
+    return value
 
 
 # --- reader --------------------------------------------------------------------------

@@ -4,6 +4,10 @@
 (Content-Length or chunked). It costs the generator about a tenth of the CPU per request
 of httpx (benchmarks/README.md "Client"), so the generator does not measure itself.
 ``HttpxConn`` has the same interface over httpx, for comparison.
+
+Both speak TLS when given an ``ssl`` context (an https server) and send an
+``Authorization`` header on every request when given one (``authorization``: the value,
+e.g. ``Basic ...``), so the generator measures a secured broker as its clients see it.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl as ssl_module
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,9 +36,13 @@ class Req:
     headers: dict[str, str] = field(default_factory=dict)
     _raw: bytes | None = None
 
-    def raw(self, host: str) -> bytes:
+    def raw(self, host: str, authorization: str | None = None) -> bytes:
+        """The request's bytes, built on the first call (a ``Req`` goes to one server
+        with one set of credentials)."""
         if self._raw is None:
             lines = [f"{self.method} {self.path} HTTP/1.1", f"Host: {host}"]
+            if authorization is not None:
+                lines.append(f"Authorization: {authorization}")
             lines += [f"{k}: {v}" for k, v in self.headers.items()]
             if self.body or self.method in ("POST", "PUT"):
                 lines.append(f"Content-Length: {len(self.body)}")
@@ -54,17 +63,21 @@ class Conn(Protocol):
 
 
 class RawConn:
-    """HTTP/1.1 keep-alive over asyncio streams; one request at a time."""
+    """HTTP/1.1 keep-alive over asyncio streams (TLS with ``ssl``); one request at a time."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, *, ssl: ssl_module.SSLContext | None = None,
+                 authorization: str | None = None) -> None:
         self.host, self.port = host, port
         self.hostport = f"{host}:{port}"
+        self.ssl = ssl
+        self.authorization = authorization
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
     async def connect(self) -> RawConn:
+        # with ssl, the server's certificate is checked against ``host``
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port,
-                                                                 limit=1 << 20)
+                                                                 limit=1 << 20, ssl=self.ssl)
         sock = self.writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -72,7 +85,7 @@ class RawConn:
 
     async def send(self, req: Req) -> Resp:
         assert self.reader is not None and self.writer is not None, "not connected"
-        self.writer.write(req.raw(self.hostport))
+        self.writer.write(req.raw(self.hostport, self.authorization))
         head = await self.reader.readuntil(b"\r\n\r\n")
         status = int(head[9:12])
         headers: dict[str, str] = {}
@@ -104,12 +117,15 @@ class RawConn:
 class HttpxConn:
     """The same interface over one httpx.AsyncClient with one keep-alive connection."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.base = f"http://{host}:{port}"
+    def __init__(self, host: str, port: int, *, ssl: ssl_module.SSLContext | None = None,
+                 authorization: str | None = None) -> None:
+        self.base = f"{'https' if ssl else 'http'}://{host}:{port}"
         self.client = httpx.AsyncClient(
             base_url=self.base,
             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
             timeout=30.0,
+            verify=ssl or False,
+            headers={"Authorization": authorization} if authorization else None,
         )
 
     async def connect(self) -> HttpxConn:

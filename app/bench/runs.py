@@ -218,8 +218,8 @@ async def e2e_run(target: Target, topic: str, *, samples: int, gap_s: float, dur
             connections=connections, warmup=0.5, duration=calibrate, progress=progress,
             label="calibrate")
         load_rate = calibration["rec_per_s"]
-    prod = await RawConn(target.host, target.port).connect()
-    cons = await RawConn(target.host, target.port).connect()
+    prod = await target.conn().connect()
+    cons = await target.conn().connect()
     stop_flag = False
     bg_task = None
     base = None

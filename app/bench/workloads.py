@@ -19,6 +19,7 @@ import contextlib
 import os
 import shutil
 import signal
+import ssl as ssl_module
 import subprocess
 import sys
 import time
@@ -94,10 +95,21 @@ def steal_pct(before: tuple[int, int] | None, after: tuple[int, int] | None) -> 
 
 @dataclass
 class Target:
+    """A server to load: where, its pid (for its CPU time), and how to connect (TLS
+    context for https, the ``Authorization`` header value for a secured broker)."""
+
     name: str
     host: str
     port: int
     pid: int | None = None
+    ssl: ssl_module.SSLContext | None = None
+    authorization: str | None = field(default=None, repr=False)
+
+    def conn(self, cls: Any = RawConn) -> Any:
+        """A connection to this server, not yet connected."""
+        if self.ssl is None and self.authorization is None:
+            return cls(self.host, self.port)
+        return cls(self.host, self.port, ssl=self.ssl, authorization=self.authorization)
 
 
 # --- closed-loop throughput ----------------------------------------------------------------
@@ -235,7 +247,7 @@ async def open_conns(target: Target, n: int, cls: Any = RawConn) -> list[Any]:
     conns: list[Any] = []
     try:
         for _ in range(n):
-            conns.append(await cls(target.host, target.port).connect())
+            conns.append(await target.conn(cls).connect())
     except BaseException:
         await close_all(conns)
         raise

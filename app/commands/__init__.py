@@ -8,6 +8,14 @@ shell tools; they talk to any franz server over HTTP (the v3 API where it has th
     reassign-partitions  kafka-reassign-partitions.sh: --execute | --verify
     leader-election  kafka-leader-election.sh (preferred)
     bench            load generator: produce, consume, e2e latency, ceiling (bench.py)
+    users            add | delete | list users and API keys (users.py)
+    acls             kafka-acls.sh: --add | --remove | --list (acls.py)
+
+Every command that talks HTTP takes ``--command-config FILE`` (Kafka's client
+properties: credentials, TLS; ``app.client_config``). ``users`` and ``acls`` also work
+offline, on a stopped or running broker's store: ``--data-dir`` (standalone) or
+``--zookeeper`` (cluster) instead of ``--bootstrap-server``; their module then has a
+``run_offline(args)`` beside ``run(args, client)``.
 
 This module only declares the arguments (``add_admin_commands``) and dispatches
 (``run_admin_command``); each family lives in its own module (``handler``), imported
@@ -32,13 +40,38 @@ BENCH_TOPIC = "franz-bench"
 CEILING_CASES = ("echo", "get", "tiny", "tiny_plain", "latency")
 
 
+COMMAND_CONFIG_HELP = ("a .properties file of Kafka client settings: basic.auth.user.info="
+                       "USER:PASSWORD (or sasl.jaas.config), ssl.truststore.location, "
+                       "ssl.keystore.location, ssl.key.password (docs/cli.md)")
+
+
 def _common() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
         "--bootstrap-server", metavar="URL",
         default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
-        help=f"the franz server, http://HOST:PORT or HOST:PORT (default ${BOOTSTRAP_ENV} "
+        help=f"the franz server, http(s)://HOST:PORT or HOST:PORT (default ${BOOTSTRAP_ENV} "
              f"or {DEFAULT_BOOTSTRAP})")
+    parent.add_argument("--command-config", metavar="FILE", help=COMMAND_CONFIG_HELP)
+    parent.add_argument("--output", choices=("table", "json"), default="table",
+                        help="table: for people (default); json: for scripts")
+    return parent
+
+
+def _targets() -> argparse.ArgumentParser:
+    """The options of ``users`` and ``acls``: one target, online or offline."""
+    parent = argparse.ArgumentParser(add_help=False)
+    target = parent.add_mutually_exclusive_group()
+    target.add_argument(
+        "--bootstrap-server", metavar="URL",
+        help=f"online: a franz server (http(s)://HOST:PORT); needs a super user's "
+             f"credentials (--command-config). Default ${BOOTSTRAP_ENV} when no target "
+             "is given")
+    target.add_argument("--data-dir", metavar="DIR",
+                        help="offline: a standalone broker's data dir (running or stopped)")
+    target.add_argument("--zookeeper", metavar="CONNECT",
+                        help="offline: a cluster's ZooKeeper, HOST:PORT[,...][/CHROOT]")
+    parent.add_argument("--command-config", metavar="FILE", help=COMMAND_CONFIG_HELP)
     parent.add_argument("--output", choices=("table", "json"), default="table",
                         help="table: for people (default); json: for scripts")
     return parent
@@ -196,6 +229,73 @@ def _leader_election(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(handler="app.commands.leader_election", subparser=p)
 
 
+# --- franz users and franz acls (app.commands.users, app.commands.acls) ----------------------
+
+
+def _users(sub: Any, targets: argparse.ArgumentParser) -> None:
+    users = sub.add_parser("users", help="add, delete, list users and API keys",
+                           description="Manage the users of authentication.method=BASIC "
+                                       "(the password is read from stdin, or asked twice "
+                                       "at a terminal; never an argument).")
+    actions = users.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = actions.add_parser("add", parents=[targets], help="add a user or set its password",
+                           description="Store NAME with a password read from stdin (one "
+                                       "line) or asked twice at a terminal; with --api-key, "
+                                       "a generated key and secret, printed once.")
+    p.add_argument("name", nargs="?", metavar="NAME", help="the user (none with --api-key)")
+    p.add_argument("--api-key", action="store_true",
+                   help="generate an API key and secret instead (Confluent Cloud's habit)")
+    p.set_defaults(handler="app.commands.users", subparser=p)
+    p = actions.add_parser("delete", parents=[targets], help="delete a user or API key")
+    p.add_argument("name", metavar="NAME", help="the user or API key")
+    p.set_defaults(handler="app.commands.users", subparser=p)
+    p = actions.add_parser("list", parents=[targets], help="list user and API key names")
+    p.set_defaults(handler="app.commands.users", subparser=p)
+
+
+def _acls(sub: Any, targets: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("acls", parents=[targets], help="add, remove, list ACLs",
+                       description="Manage ACLs, like kafka-acls.sh. On --list and --remove "
+                                   "an option left out matches anything.")
+    action = p.add_mutually_exclusive_group(required=True)
+    for name, text in (("add", "add the ACLs the options describe"),
+                       ("remove", "remove the ACLs matching the options (asks first)"),
+                       ("list", "list ACLs (of the resources given, or all)")):
+        action.add_argument(f"--{name}", dest="action", action="store_const", const=name, help=text)
+    for kind in ("allow", "deny"):
+        p.add_argument(f"--{kind}-principal", action="append", default=[], metavar="PRINCIPAL",
+                       help=f"{kind.upper()} entries for PRINCIPAL, e.g. User:alice, User:* "
+                            "(repeatable)")
+        p.add_argument(f"--{kind}-host", action="append", default=[], metavar="HOST",
+                       help=f"the hosts of the {kind.upper()} entries (default *; repeatable)")
+    p.add_argument("--operation", action="append", default=[], metavar="OP",
+                   help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
+                        "DescribeConfigs, AlterConfigs, IdempotentWrite, All (default All "
+                        "on --add; repeatable)")
+    p.add_argument("--topic", action="append", default=[], metavar="TOPIC",
+                   help="a topic resource; * for every topic (repeatable)")
+    p.add_argument("--group", action="append", default=[], metavar="GROUP",
+                   help="a consumer group resource; * for every group (repeatable)")
+    p.add_argument("--cluster", action="store_true", help="the cluster resource")
+    p.add_argument("--transactional-id", action="append", default=[], metavar="ID",
+                   help="a transactional id resource (repeatable)")
+    p.add_argument("--resource-pattern-type", type=str.lower, metavar="TYPE",
+                   choices=("literal", "prefixed", "any", "match"),
+                   help="literal (default on --add) or prefixed; on --list and --remove "
+                        "also any (default) or match")
+    p.add_argument("--principal", action="append", default=[], metavar="PRINCIPAL",
+                   help="--list: only the ACLs of PRINCIPAL (repeatable)")
+    p.add_argument("--producer", action="store_true",
+                   help="the producer's ACLs: WRITE, DESCRIBE, CREATE on --topic "
+                        "(WRITE, DESCRIBE on --transactional-id)")
+    p.add_argument("--idempotent", action="store_true",
+                   help="with --producer: IDEMPOTENT_WRITE on the cluster too")
+    p.add_argument("--consumer", action="store_true",
+                   help="the consumer's ACLs: READ, DESCRIBE on --topic, READ on --group")
+    p.add_argument("--force", action="store_true", help="--remove: do not ask")
+    p.set_defaults(handler="app.commands.acls", subparser=p)
+
+
 # --- franz bench (run by app.commands.bench; the generator is app.bench) ---------------------
 
 
@@ -296,11 +396,14 @@ def _bench(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def add_admin_commands(sub: Any) -> None:
     """Declare ``topics``, ``consumer-groups``, ``produce``, ``consume``,
-    ``reassign-partitions``, ``leader-election`` and ``bench`` on the ``franz``
-    subparsers."""
+    ``reassign-partitions``, ``leader-election``, ``bench``, ``users`` and ``acls`` on
+    the ``franz`` subparsers."""
     common = _common()
     for declare in (_topics, _groups, _produce, _consume, _reassign, _leader_election, _bench):
         declare(sub, common)
+    targets = _targets()
+    _users(sub, targets)
+    _acls(sub, targets)
 
 
 def run_admin_command(args: argparse.Namespace) -> int:
@@ -308,18 +411,33 @@ def run_admin_command(args: argparse.Namespace) -> int:
     # The dispatch point: the HTTP client (httpx) and the command's own module (for
     # ``bench``, the load generator) are imported only here, when a command runs, so
     # ``franz --help`` and the declarations above stay fast.
-    from app.http_client import CliError, FranzClient, normalize_url  # noqa: PLC0415
+    from app.client_config import ClientConfigError, load_client_security  # noqa: PLC0415
+    from app.http_client import EXIT_USAGE, CliError, FranzClient, normalize_url  # noqa: PLC0415
 
     module = importlib.import_module(args.handler)
     prog = args.subparser.prog
     try:
-        url = normalize_url(args.bootstrap_server)
-    except ValueError as exc:
-        args.subparser.error(f"--bootstrap-server: {exc}")
-    try:
-        with FranzClient(url) as client:
+        if getattr(args, "data_dir", None) or getattr(args, "zookeeper", None):
+            if args.command_config:
+                args.subparser.error("--command-config is for --bootstrap-server; --data-dir "
+                                     "and --zookeeper open the store directly")
+            offline: int = module.run_offline(args)
+            return offline
+        bootstrap: str = args.bootstrap_server or os.environ.get(BOOTSTRAP_ENV, "")
+        if not bootstrap:
+            args.subparser.error("give one target: --bootstrap-server URL (online), "
+                                 "--data-dir DIR or --zookeeper CONNECT (offline)")
+        try:
+            url = normalize_url(bootstrap)
+        except ValueError as exc:
+            args.subparser.error(f"--bootstrap-server: {exc}")
+        security = load_client_security(args.command_config)
+        with FranzClient(url, security=security) as client:
             code: int = module.run(args, client)
             return code
+    except ClientConfigError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except CliError as exc:
         print(f"{prog}: error: {exc.message}", file=sys.stderr)
         return exc.exit_code

@@ -91,10 +91,13 @@ def run(args: argparse.Namespace, client: FranzClient) -> int:
 
 
 def _target(client: FranzClient, pid: int | None, name: str = "franz") -> Target:
+    """The generator's target: the client's server, with its TLS settings (https) and
+    credentials (``--command-config``, ``FRANZ_CLIENT_*``)."""
     parts = urlsplit(client.base_url)
-    if parts.scheme != "http":
-        raise ServerUnreachable(f"franz bench speaks plain http only, not {parts.scheme}")
-    return Target(name, parts.hostname or "127.0.0.1", parts.port or 80, pid)
+    https = parts.scheme == "https"
+    return Target(name, parts.hostname or "127.0.0.1", parts.port or (443 if https else 80), pid,
+                  ssl=client.security.ssl_context() if https else None,
+                  authorization=client.security.authorization)
 
 
 def _params(args: argparse.Namespace, *names: str) -> dict[str, Any]:

@@ -329,3 +329,123 @@ def test_deleted_topic_is_data_loss_for_a_stream(franz: Any, topic: str) -> None
                                                  "but no longer exist"):
         strict.latestOffset(start, ReadAllAvailable())
     assert lenient.latestOffset(start, ReadAllAvailable()) == {}
+
+
+# --- TLS options (ssl.truststore.location, ssl.keystore.location, ssl.key.password) ------
+
+
+def test_ssl_options_parse_with_and_without_the_kafka_prefix() -> None:
+    import pickle
+
+    conf = reader_conf(
+        {
+            "url": "https://h:8443",
+            "subscribe": "t",
+            "ssl.truststore.location": " ca.pem ",
+            "KAFKA.SSL.KEYSTORE.LOCATION": "client.pem",
+            "kafka.ssl.key.password": "k3y-pw",
+        }
+    ).http
+    assert (conf.truststore, conf.keystore, conf.key_password) == ("ca.pem", "client.pem", "k3y-pw")
+    assert "k3y-pw" not in repr(conf)  # the key's password never shows in a repr or log
+    assert pickle.loads(pickle.dumps(conf)) == conf  # the conf travels to the executors
+    plain = writer_conf({**URL, "topic": "t"}).http
+    assert (plain.truststore, plain.keystore, plain.key_password) == (None, None, None)
+    same = writer_conf(
+        {
+            **URL,
+            "topic": "t",
+            "ssl.truststore.location": "ca.pem",
+            "kafka.ssl.truststore.location": "ca.pem",
+        }
+    )
+    assert same.http.truststore == "ca.pem"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"ssl.key.password": "x"}, "ssl.key.password needs ssl.keystore.location"),
+        (
+            {"ssl.truststore.location": "a.pem", "kafka.ssl.truststore.location": "b.pem"},
+            "ssl.truststore.location and kafka.ssl.truststore.location disagree",
+        ),
+        (
+            {"ssl.truststore.location": "a.pem", "tls.verify": "false"},
+            "tls.verify and ssl.truststore.location exclude each other",
+        ),
+        ({"ssl.keystore.location": " "}, "ssl.keystore.location is empty"),
+        ({"kafka.ssl.keystore.type": "JKS"}, "franz reads PEM files"),
+        ({"kafka.security.protocol": "SSL"}, "https:// for TLS"),
+    ],
+)
+def test_bad_ssl_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(FranzOptionError, match=message):
+        reader_conf({**URL, "subscribe": "t", **options})
+    with pytest.raises(FranzOptionError, match=message):
+        writer_conf({**URL, "topic": "t", **options})
+
+
+def test_client_verifies_the_server_and_presents_its_certificate(tmp_path: Any) -> None:
+    """The executor-side client over https with mutual TLS, against a small https
+    server that requires a client certificate signed by its CA."""
+    import http.server
+    import ssl
+    import threading
+
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    server_cert = ca.issue_cert("127.0.0.1")
+    client_cert = ca.issue_cert("client@example.com")
+    ca_pem = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_pem))
+    client_pem = tmp_path / "client.pem"
+    client_cert.private_key_and_cert_chain_pem.write_to_path(str(client_pem))
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_cert.configure_cert(server_ctx)
+    ca.configure_trust(server_ctx)
+    server_ctx.verify_mode = ssl.CERT_REQUIRED
+    seen: list[Any] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            seen.append(self.connection.getpeercert())  # type: ignore[attr-defined]
+            body = b'["t1"]'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.kafka.v2+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.socket = server_ctx.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"https://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        opts = {"url": url, "subscribe": "t", "http.maxRetries": "0"}
+        conf = reader_conf(
+            {**opts, "ssl.truststore.location": str(ca_pem),
+             "ssl.keystore.location": str(client_pem)}
+        )
+        with FranzClient(conf.http) as client:
+            assert client.topics() == ["t1"]
+        assert seen and seen[0] is not None  # the server got the client's certificate
+        missing = reader_conf({**opts, "ssl.truststore.location": str(tmp_path / "no.pem")})
+        with FranzClient(missing.http) as client, pytest.raises(
+            FranzOptionError, match="ssl.truststore.location=.*no PEM CA bundle"
+        ):
+            client.topics()
+        not_a_key = reader_conf(
+            {**opts, "ssl.truststore.location": str(ca_pem),
+             "ssl.keystore.location": str(ca_pem)}
+        )
+        with FranzClient(not_a_key.http) as client, pytest.raises(
+            FranzOptionError, match="ssl.keystore.location=.*no PEM client certificate"
+        ):
+            client.topics()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
