@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="1 round x 2 s")
     ap.add_argument("--json", type=Path, help="write the raw results here")
+    ap.add_argument("--secured-scheme", choices=("https", "http"), default="https",
+                    help="http: authentication and ACLs without TLS (to tell the costs apart)")
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.duration = 1, 2.0
@@ -165,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     secured = Broker("secured", tmp, args.server_cpu, [
         f"ssl.keystore.location={keystore}", f"ssl.truststore.location={truststore}",
         "authentication.method=BASIC", "authorizer.class.name=AclAuthorizer",
-        "super.users=User:admin"], "https")
+        "super.users=User:admin"], args.secured_scheme)
     results: dict[str, dict[str, list[float]]] = {"produce": {}, "consume": {}}
     raw: list[dict[str, Any]] = []
     try:

@@ -20,9 +20,10 @@ from base64 import b64decode
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import V2_MEDIA, V3_MEDIA, ErrorCode, error_body
+from core.broker.security.audit import audit
 from core.broker.security.principal import ANONYMOUS, Principal
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 PRINCIPAL = "franz.principal"
 CLIENT_HOST = "franz.client_host"
+AUDITED = "franz.audited"  # set by a route whose outcome goes to the audit log
 REALM = 'Basic realm="franz"'
 MAX_AUTHORIZATION_BYTES = 4096
 
@@ -64,7 +66,19 @@ class AuthenticationMiddleware:
                 return
         scope[PRINCIPAL] = principal or ANONYMOUS
         scope[CLIENT_HOST] = host
-        await self.app(scope, receive, send)
+        if scope["method"] == "GET":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_audited(message: Message) -> None:
+            if message["type"] == "http.response.start" and scope.get(AUDITED):
+                route = scope.get("route")
+                audit("admin", principal=str(scope[PRINCIPAL]), host=host,
+                      operation=f"{scope['method']} {getattr(route, 'path', '')}",
+                      resource=scope["path"], result=str(message["status"]))
+            await send(message)
+
+        await self.app(scope, receive, send_audited)
 
 
 async def _basic(security: Security, scope: Scope, host: str) -> tuple[str, Principal | None]:

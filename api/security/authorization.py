@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from fastapi import Request
 
-from api.security.authentication import client_host_of, principal_of
+from api.security.authentication import AUDITED, client_host_of, principal_of
 from core.broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from core.broker.security.service import Security
 
@@ -48,12 +48,15 @@ class AclRule:
     needs: tuple[Need, ...]
     also: str = ""  # what the handler checks itself, if anything
     why_open: str = ""  # authenticated_only: why no ACL applies
+    audited: bool = False  # an admin change: its outcome goes to the audit log
 
 
-def requires(*needs: Need, also: str = "") -> Callable[[F], F]:
+def requires(*needs: Need, also: str = "", audited: bool = False) -> Callable[[F], F]:
+    """``audited``: the route changes the cluster (topics, configs, groups,
+    reassignments); each request's outcome is written to the audit log."""
     if not needs and not also:
         raise ValueError("requires() needs at least one Need or an `also`")
-    return _mark(AclRule(needs, also=also))
+    return _mark(AclRule(needs, also=also, audited=audited))
 
 
 def authenticated_only(why: str) -> Callable[[F], F]:
@@ -79,11 +82,11 @@ def security_of(request: Request) -> Security:
 
 def check_route(request: Request, endpoint: Callable[..., Any]) -> None:
     """Raise AuthorizationError (403) unless the principal has every need of the rule."""
-    security = security_of(request)
-    if not security.enabled:
-        return
     rule: AclRule = getattr(endpoint, _RULE)
-    if not rule.needs:
+    if rule.audited:
+        request.scope[AUDITED] = True  # the authentication middleware logs the outcome
+    security = security_of(request)
+    if not security.enabled or not rule.needs:
         return
     principal, host = principal_of(request), client_host_of(request)
     params = request.path_params

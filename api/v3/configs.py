@@ -190,7 +190,7 @@ async def get_topic_config(
     openapi_extra=body_doc("UpdateConfigRequest", {"value": "86400000"}),
     responses=errors(400, 404, 415, 422),
 )
-@requires(Need(Operation.ALTER_CONFIGS, ResourceType.TOPIC, "topic_name"))
+@requires(Need(Operation.ALTER_CONFIGS, ResourceType.TOPIC, "topic_name"), audited=True)
 async def update_topic_config(
     topic_name: str, name: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -208,7 +208,7 @@ async def update_topic_config(
     status_code=204,
     responses=errors(404),
 )
-@requires(Need(Operation.ALTER_CONFIGS, ResourceType.TOPIC, "topic_name"))
+@requires(Need(Operation.ALTER_CONFIGS, ResourceType.TOPIC, "topic_name"), audited=True)
 async def reset_topic_config(
     topic_name: str, name: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -227,7 +227,7 @@ async def reset_topic_config(
     openapi_extra=body_doc("AlterConfigBatchRequest", _ALTER_EXAMPLE),
     responses=errors(400, 404, 415, 422),
 )
-@requires(Need(Operation.ALTER_CONFIGS, ResourceType.TOPIC, "topic_name"))
+@requires(Need(Operation.ALTER_CONFIGS, ResourceType.TOPIC, "topic_name"), audited=True)
 async def alter_topic_configs(topic_name: str, links: ClusterLinks, request: Request) -> Response:
     req = await read_body(request, ALTER_CONFIGS)
     known = await _topic_entries(request, topic_name)

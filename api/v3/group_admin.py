@@ -184,7 +184,7 @@ async def list_group_offsets(
     openapi_extra=_ALTER_DOC,
     responses=errors(400, 404, 415, 422),
 )
-@requires(Need(Operation.READ, ResourceType.GROUP, "consumer_group_id"), also="READ on each topic in the body")
+@requires(Need(Operation.READ, ResourceType.GROUP, "consumer_group_id"), also="READ on each topic in the body", audited=True)
 async def alter_group_offsets(
     consumer_group_id: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -215,7 +215,7 @@ async def alter_group_offsets(
     status_code=204,
     responses=errors(400, 404),
 )
-@requires(Need(Operation.DELETE, ResourceType.GROUP, "consumer_group_id"))
+@requires(Need(Operation.DELETE, ResourceType.GROUP, "consumer_group_id"), audited=True)
 async def delete_group(consumer_group_id: str, links: ClusterLinks, request: Request) -> Response:
     await consumers_of(request).delete_group(consumer_group_id)
     return no_content()

@@ -110,7 +110,7 @@ async def get_reassignment(topic_name: str, partition_id: int, links: ClusterLin
 @router.post("/reassignments", status_code=202,
              summary="franz: start a partition reassignment (Kafka's reassignment JSON)",
              responses=errors(400, 404, 415, 422))
-@requires(Need(Operation.ALTER, ResourceType.CLUSTER))
+@requires(Need(Operation.ALTER, ResourceType.CLUSTER), audited=True)
 async def start_reassignment(links: ClusterLinks, request: Request) -> Response:
     body = await read_body(request, _BODY)
     targets = await broker_of(request).controller.request_reassignment(body)
@@ -122,7 +122,7 @@ async def start_reassignment(links: ClusterLinks, request: Request) -> Response:
 @router.post("/preferred-replica-election", status_code=202,
              summary="franz: elect preferred leaders (Kafka's election JSON; no body: all)",
              responses=errors(400, 404, 415))
-@requires(Need(Operation.ALTER, ResourceType.CLUSTER))
+@requires(Need(Operation.ALTER, ResourceType.CLUSTER), audited=True)
 async def preferred_replica_election(links: ClusterLinks, request: Request) -> Response:
     raw = await request.body()
     body: Any = None

@@ -149,7 +149,7 @@ def _create_args(req: CreateTopicRequest) -> dict[str, Any]:
         **errors(400, 404, 415, 422),
     },
 )
-@requires(also="CREATE on the cluster or on the topic named in the body")
+@requires(also="CREATE on the cluster or on the topic named in the body", audited=True)
 async def create_topic(links: ClusterLinks, request: Request) -> Response:
     req = await read_body(request, CREATE_TOPIC)
     require_create_topic(request, req["topic_name"])
@@ -169,7 +169,7 @@ async def create_topic(links: ClusterLinks, request: Request) -> Response:
     openapi_extra=body_doc("UpdatePartitionsCountRequest", {"partitions_count": 6}),
     responses=errors(400, 404, 415, 422),
 )
-@requires(Need(Operation.ALTER, ResourceType.TOPIC, "topic_name"))
+@requires(Need(Operation.ALTER, ResourceType.TOPIC, "topic_name"), audited=True)
 async def update_partitions_count(
     topic_name: str, links: ClusterLinks, request: Request
 ) -> Response:
@@ -186,7 +186,7 @@ async def update_partitions_count(
     status_code=204,
     responses=errors(400, 404),
 )
-@requires(Need(Operation.DELETE, ResourceType.TOPIC, "topic_name"))
+@requires(Need(Operation.DELETE, ResourceType.TOPIC, "topic_name"), audited=True)
 async def delete_topic(topic_name: str, request: Request) -> Response:
     await broker_of(request).delete_topic(topic_name)
     return no_content()

@@ -343,3 +343,24 @@ def test_internal_routes_need_cluster_action(secured: FranzServer, admin: httpx.
         assert alice.post("/internal/v1/controlled_shutdown",
                           params={"broker_id": 0}).status_code == 403
     assert admin.get("/internal/v1/replicas").status_code == 200
+
+
+def test_admin_changes_are_audited(secured: FranzServer, admin: httpx.Client,
+                                   cluster_id: str) -> None:
+    topic = unique("audited")
+    r = admin.post(f"/v3/clusters/{cluster_id}/topics", json={"topic_name": topic})
+    assert r.status_code == 201, r.text
+    assert admin.delete(f"/v3/clusters/{cluster_id}/topics/{topic}").status_code == 204
+    wanted = [f'"operation":"POST /v3/clusters/{{cluster_id}}/topics","resource":'
+              f'"/v3/clusters/{cluster_id}/topics","result":"201"',
+              f'"operation":"DELETE /v3/clusters/{{cluster_id}}/topics/{{topic_name}}",'
+              f'"resource":"/v3/clusters/{cluster_id}/topics/{topic}","result":"204"']
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        log = secured.log_path.read_text(errors="replace")
+        if all(w in log for w in wanted):
+            break
+        time.sleep(0.1)
+    for w in wanted:
+        assert w in log
+    assert '"event":"admin","principal":"User:admin"' in log
