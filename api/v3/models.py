@@ -118,7 +118,7 @@ class KafkaTopic(TypedDict):
     partitions: Relationship
     configs: Relationship
     partition_reassignments: Relationship
-    authorized_operations: list[str]  # always empty: franz has no authorizer
+    authorized_operations: list[str]  # filled when asked (include_authorized_operations)
 
 
 @with_config(_FORBID)

@@ -11,15 +11,21 @@ factor above the live brokers 400 / 40002. Partitions grow with
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
 from api.deps import broker_of
 from api.errors import V3_MEDIA, ApiError, ErrorCode
 from api.openapi import ref
-from api.security.authorization import Need, require_create_topic, requires, visible
+from api.security.authorization import (
+    Need,
+    allowed,
+    require_create_topic,
+    requires,
+    visible,
+)
 from api.v3.common import (
     PAYLOAD_ERROR,
     ClusterLinks,
@@ -45,7 +51,7 @@ from core.broker.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
 )
-from core.broker.security.acl import Operation, ResourceType
+from core.broker.security.acl import SUPPORTED_OPERATIONS, Operation, ResourceType
 from core.broker.types import TopicInfo
 from core.storage.config import is_valid_topic_name
 
@@ -64,7 +70,9 @@ _CREATE_EXAMPLE = {
 }
 
 
-def topic_data(links: Links, info: TopicInfo) -> dict[str, Any]:
+def topic_data(links: Links, info: TopicInfo,
+               authorized: list[str] | None = None) -> dict[str, Any]:
+    """``authorized``: the principal's operations on the topic, when asked for."""
     name = info.name
     out = links.resource("KafkaTopic", ("topics", name), [("topic", name)])
     out.update(
@@ -76,9 +84,18 @@ def topic_data(links: Links, info: TopicInfo) -> dict[str, Any]:
         partitions=links.rel("topics", name, "partitions"),
         configs=links.rel("topics", name, "configs"),
         partition_reassignments=links.rel("topics", name, "partitions", "-", "reassignment"),
-        authorized_operations=[],
+        authorized_operations=authorized or [],
     )
     return out
+
+
+def _operations(request: Request, topic: str, include: bool) -> list[str] | None:
+    """The operations the principal may do on ``topic`` (Kafka's
+    ``include_authorized_operations``; every one without an authorizer)."""
+    if not include:
+        return None
+    ops = sorted(SUPPORTED_OPERATIONS[ResourceType.TOPIC], key=lambda op: op.name)
+    return [op.name for op in ops if allowed(request, op, ResourceType.TOPIC, topic)]
 
 
 @router.get(
@@ -88,10 +105,15 @@ def topic_data(links: Links, info: TopicInfo) -> dict[str, Any]:
     responses=errors(404),
 )
 @requires(also="lists only the topics the principal may DESCRIBE")
-async def list_topics(links: ClusterLinks, request: Request) -> Response:
+async def list_topics(
+    links: ClusterLinks, request: Request,
+    include: Annotated[bool, Query(alias="includeAuthorizedOperations",
+                                   description="fill `authorized_operations`")] = False,
+) -> Response:
     broker = broker_of(request)
     names = visible(request, Operation.DESCRIBE, ResourceType.TOPIC, await broker.list_topics())
-    data = [topic_data(links, await broker.describe_topic(n)) for n in names]
+    data = [topic_data(links, await broker.describe_topic(n), _operations(request, n, include))
+            for n in names]
     return v3_json(links.collection("KafkaTopicList", ("topics",), data))
 
 
@@ -102,8 +124,13 @@ async def list_topics(links: ClusterLinks, request: Request) -> Response:
     responses=errors(404),
 )
 @requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic_name"))
-async def get_topic(topic_name: str, links: ClusterLinks, request: Request) -> Response:
-    return v3_json(topic_data(links, await broker_of(request).describe_topic(topic_name)))
+async def get_topic(
+    topic_name: str, links: ClusterLinks, request: Request,
+    include: Annotated[bool, Query(alias="include_authorized_operations",
+                                   description="fill `authorized_operations`")] = False,
+) -> Response:
+    info = await broker_of(request).describe_topic(topic_name)
+    return v3_json(topic_data(links, info, _operations(request, topic_name, include)))
 
 
 def _optional_count(value: int | None, what: str) -> int | None:

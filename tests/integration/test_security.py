@@ -364,3 +364,21 @@ def test_admin_changes_are_audited(secured: FranzServer, admin: httpx.Client,
     for w in wanted:
         assert w in log
     assert '"event":"admin","principal":"User:admin"' in log
+
+
+def test_authorized_operations_of_a_topic(secured: FranzServer, admin: httpx.Client,
+                                          cluster_id: str) -> None:
+    topic = unique("ops")
+    make_topic(admin, topic)
+    grant(admin, cluster_id, acl("TOPIC", topic, "User:alice", "READ"),
+          acl("TOPIC", topic, "User:alice", "DESCRIBE_CONFIGS"))
+    with as_user(secured, "alice") as alice:
+        one = alice.get(f"/v3/clusters/{cluster_id}/topics/{topic}",
+                        params={"include_authorized_operations": "true"}).json()
+        assert one["authorized_operations"] == ["DESCRIBE", "DESCRIBE_CONFIGS", "READ"]
+        plain = alice.get(f"/v3/clusters/{cluster_id}/topics/{topic}").json()
+        assert plain["authorized_operations"] == []
+        listed = alice.get(f"/v3/clusters/{cluster_id}/topics",
+                           params={"includeAuthorizedOperations": "true"}).json()["data"]
+        assert [t["authorized_operations"] for t in listed if t["topic_name"] == topic] == [
+            ["DESCRIBE", "DESCRIBE_CONFIGS", "READ"]]
