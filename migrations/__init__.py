@@ -11,11 +11,16 @@ touch logging; the application's logging setup decides what Alembic's INFO lines
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from pathlib import Path
 
+import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+
+log = logging.getLogger(__name__)
 
 SCRIPT_LOCATION = Path(__file__).resolve().parent
 
@@ -23,6 +28,8 @@ SCRIPT_LOCATION = Path(__file__).resolve().parent
 # ``alembic.context`` proxy, so two migrations in different threads of one process
 # would trample each other; run them one at a time.
 _LOCK = threading.Lock()
+#: How long an upgrade retries while another process upgrades the same file.
+RACE_RETRY_S = 10.0
 
 
 def alembic_config(url: str) -> Config:
@@ -37,9 +44,27 @@ def alembic_config(url: str) -> Config:
 
 
 def upgrade_to_head(url: str) -> None:
-    """Create or upgrade the schema at ``url`` to the newest revision. Idempotent; blocking."""
-    with _LOCK:
-        command.upgrade(alembic_config(url), "head")
+    """Create or upgrade the schema at ``url`` to the newest revision. Idempotent; blocking.
+
+    Within a process, upgrades take turns on ``_LOCK``. Across processes (a broker
+    starting while ``franz users add --data-dir`` opens the same file) nothing serialises
+    them, and SQLite DDL through pysqlite is not transactional, so the loser of a race
+    fails ("table ... already exists", "database is locked"); it retries, and once the
+    winner has recorded the head revision the retry finds nothing to do. Revisions create
+    their tables in one order, so the process behind fails before writing anything."""
+    deadline = time.monotonic() + RACE_RETRY_S
+    delay = 0.05
+    while True:
+        try:
+            with _LOCK:
+                command.upgrade(alembic_config(url), "head")
+            return
+        except sa.exc.OperationalError as exc:
+            if time.monotonic() >= deadline:
+                raise
+            log.info("schema upgrade raced another process (%s); retrying", exc.orig)
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 def downgrade_to(url: str, revision: str) -> None:

@@ -81,9 +81,6 @@ SECURITY_CHANGES = sa.Table(
 )
 
 #: How long ``start()`` keeps retrying a schema upgrade that lost a race to another process.
-MIGRATE_RETRY_S = 10.0
-
-
 class SqlSecurityStore:
     """``SecurityStore`` over SQLAlchemy Core on a SQLite file (``sqlite:///<dir>/metadata.db``).
 
@@ -237,7 +234,7 @@ class SqlSecurityStore:
             if url.database in (None, "", ":memory:"):
                 raise ValueError("the security store needs a SQLite file, not memory")
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-        _upgrade_to_head(self._url)
+        migrations.upgrade_to_head(self._url)  # retried while another process upgrades
         engine = _create_engine(self._url)
         try:
             return engine, _read_seq(engine)  # also fails now, not at the first call
@@ -297,31 +294,6 @@ class SqlSecurityStore:
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def _upgrade_to_head(url: str) -> None:
-    """``migrations.upgrade_to_head``, retried while another process upgrades the same file.
-
-    Within a process, upgrades (this store's and the metadata store's) take turns on the
-    migrations package's lock. Across processes nothing serialises them and SQLite DDL
-    through pysqlite is not transactional, so the loser of a race fails ("table ...
-    already exists", "database is locked"); once the winner has recorded the head
-    revision, the retry finds nothing to do. Revisions create their tables in one order
-    and the process behind fails on the first that exists, before writing anything.
-    """
-    deadline = time.monotonic() + MIGRATE_RETRY_S
-    delay = 0.05
-    while True:
-        try:
-            migrations.upgrade_to_head(url)
-            return
-        except sa.exc.OperationalError as exc:
-            if time.monotonic() >= deadline:
-                raise
-            log.info("security store: schema upgrade raced another process (%s); retrying",
-                     exc.orig)
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
 
 
 def _read_seq(engine: Engine) -> int:
