@@ -154,7 +154,7 @@ class EmbeddedMetadataStore:
         except sa.exc.SQLAlchemyError as exc:
             raise MetadataStoreError(f"metadata store: cannot open: {exc}") from exc
         self._engine = engine
-        self._writer = engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+        self._writer = writer_engine(engine)
 
     async def close(self) -> None:
         engine, self._engine, self._writer = self._engine, None, None
@@ -305,7 +305,7 @@ class EmbeddedMetadataStore:
                 raise ValueError("the embedded metadata store needs a SQLite file, not memory")
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
         migrations.upgrade_to_head(self._url)
-        engine = _create_engine(self._url)
+        engine = create_catalog_engine(self._url)
         try:
             with engine.connect():  # fail now, not at the first call; sets WAL on the file
                 pass
@@ -481,7 +481,16 @@ class EmbeddedMetadataStore:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _create_engine(url: str) -> Engine:
+def writer_engine(engine: Engine) -> Engine:
+    """``engine`` with write transactions: BEGIN IMMEDIATE on SQLite (the write lock is
+    taken before the first read, so check-then-write is atomic across processes)."""
+    return engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+
+
+def create_catalog_engine(url: str) -> Engine:
+    """An engine on the SQL catalog at ``url``, SQLite set up as this store uses it (its
+    own BEGIN; ``writer_engine`` makes the engine whose transactions write). Shared with
+    the SQL security store, which keeps its tables in the same file."""
     engine = sa.create_engine(url)
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine)

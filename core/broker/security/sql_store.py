@@ -32,7 +32,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, Row
 
 import migrations
-from core.broker.metadata.embedded_store import _BEGIN_OPTION, _create_engine
+from core.broker.metadata.embedded_store import create_catalog_engine, writer_engine
 from core.broker.metadata.store import MetadataStoreError
 from core.broker.security.acl import (
     AccessControlEntry,
@@ -111,7 +111,7 @@ class SqlSecurityStore:
         except sa.exc.SQLAlchemyError as exc:
             raise MetadataStoreError(f"security store: cannot open: {exc}") from exc
         self._engine = engine
-        self._writer = engine.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+        self._writer = writer_engine(engine)
         self._start_polling()
 
     async def close(self) -> None:
@@ -235,7 +235,7 @@ class SqlSecurityStore:
                 raise ValueError("the security store needs a SQLite file, not memory")
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
         migrations.upgrade_to_head(self._url)  # retried while another process upgrades
-        engine = _create_engine(self._url)
+        engine = create_catalog_engine(self._url)
         try:
             return engine, _read_seq(engine)  # also fails now, not at the first call
         except BaseException:
