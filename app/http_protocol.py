@@ -15,6 +15,12 @@ before 3.13 cannot read the chain a client sent), its subject as Java's RFC 2253
 (``core.broker.security.distinguished_name``: what ``ssl.principal.mapping.rules`` match),
 the TLS version and the cipher suite's IANA number. It is computed once, when the
 connection is made (after the handshake); a request pays one dict.
+
+TLS connections are served through ``BufferedTlsHttpProtocol``: uvloop's TLS layer hands
+decrypted bytes to an ``asyncio.Protocol`` by reading each TLS record (at most 16 KiB)
+into a fresh 256 KiB bytes object, which cost 212 us for a 150 KB produce body here,
+against 83 us when it decrypts into a buffer the protocol lends (``get_buffer``), which
+it only does for a protocol that is not an ``asyncio.Protocol``.
 """
 
 from __future__ import annotations
@@ -100,6 +106,54 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_begin()
         if self._tls is not None:
             self.scope["extensions"] = {"tls": self._tls}  # type: ignore[dict-item]
+
+
+_RECEIVE_BUFFER_SIZE = 256 * 1024  # uvloop never asks for more at once
+
+
+class BufferedTlsHttpProtocol(asyncio.BufferedProtocol):
+    """``CoalescingHttpToolsProtocol`` behind the buffered protocol interface (see the
+    module's docstring); built by uvicorn with the same keyword arguments. The receive
+    buffer is shared by every connection of the factory: uvloop fills it and calls
+    ``buffer_updated`` at once, and the HTTP parser copies what it keeps before returning.
+    """
+
+    __slots__ = ("_http", "_buffer")
+
+    def __init__(self, *, receive_buffer: memoryview, **kwargs: Any) -> None:
+        self._http = CoalescingHttpToolsProtocol(**kwargs)
+        self._buffer = receive_buffer
+
+    @classmethod
+    def factory(cls) -> Any:
+        """A protocol factory with its own receive buffer (one per listener)."""
+        receive_buffer = memoryview(bytearray(_RECEIVE_BUFFER_SIZE))
+
+        def create(**kwargs: Any) -> BufferedTlsHttpProtocol:
+            return cls(receive_buffer=receive_buffer, **kwargs)
+
+        return create
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._http.connection_made(transport)  # type: ignore[arg-type]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._http.data_received(self._buffer[:nbytes])  # type: ignore[arg-type]
+
+    def eof_received(self) -> bool | None:
+        return self._http.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._http.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._http.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._http.resume_writing()
 
 
 def tls_extension(ssl_object: ssl.SSLObject | ssl.SSLSocket) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import uvicorn
 
 from api.app import create_app
 from app.assembly import build_broker
-from app.http_protocol import CoalescingHttpToolsProtocol
+from app.http_protocol import BufferedTlsHttpProtocol, CoalescingHttpToolsProtocol
 from app.listeners import Listener, ListenerConfigError, check_exposure, listeners_of
 from app.tls import server_context
 from core.broker.admin.broker_config import BrokerConfig
@@ -74,9 +74,10 @@ async def serve(config: BrokerConfig) -> None:
 
 
 def _uvicorn_config(app: object, listener: Listener, tls: ssl.SSLContext | None) -> uvicorn.Config:
+    protocol = BufferedTlsHttpProtocol.factory() if listener.is_tls else CoalescingHttpToolsProtocol
     uv_config = uvicorn.Config(
         app, host=listener.host, port=listener.port, log_level="warning",  # type: ignore[arg-type]
-        access_log=False, http=CoalescingHttpToolsProtocol, lifespan="off", timeout_graceful_shutdown=5,
+        access_log=False, http=protocol, lifespan="off", timeout_graceful_shutdown=5,
     )
     uv_config.load()
     uv_config.ssl = tls if listener.is_tls else None  # ours, not one built from file names
