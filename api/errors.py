@@ -103,6 +103,7 @@ ERROR_TABLE: dict[type[FranzError], ErrorSpec] = {
         400, ErrorCode.KAFKA_BAD_REQUEST, "Topic already exists."
     ),
     be.InvalidPartitionsError: _BAD,
+    be.PolicyViolationError: _BAD,
     be.InvalidReplicationFactorError: _BAD,
     be.InvalidReplicaAssignmentError: _BAD,
     ReassignmentInProgressError: _BAD,

@@ -22,6 +22,7 @@ from api.app import create_app
 from app.assembly import build_broker
 from app.http_protocol import BufferedTlsHttpProtocol, CoalescingHttpToolsProtocol
 from app.listeners import Listener, ListenerConfigError, check_exposure, listeners_of
+from app.process_limits import raise_open_files_limit
 from app.tls import server_context
 from core.broker.admin.broker_config import BrokerConfig
 
@@ -61,6 +62,8 @@ async def serve(config: BrokerConfig) -> None:
     listeners = listeners_of(config)
     check_exposure(listeners, config)
     tls = server_context(config) if any(lsn.is_tls for lsn in listeners) else None
+    open_files = raise_open_files_limit()
+    log.info("open-files limit %d", open_files)
     broker = await build_broker(config)
     await broker.start()
     try:

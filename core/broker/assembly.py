@@ -34,6 +34,7 @@ from core.broker.consumer.manager import ConsumerManager
 from core.broker.consumer.router import GroupCallClient, GroupRouter
 from core.broker.controller.controlled_shutdown import ControlledShutdown, ShutdownClient
 from core.broker.controller.controller import Controller
+from core.broker.controller.partition_limits import PartitionLimits
 from core.broker.group.backend import ReplicaGroupBackend
 from core.broker.metadata.cache import MetadataCache
 from core.broker.metadata.store import MetadataStore
@@ -105,7 +106,10 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
             {}, config.log_defaults).unclean_leader_election_enable,
         auto_rebalance=config["auto.leader.rebalance.enable"],
         imbalance_check_interval_s=config["leader.imbalance.check.interval.seconds"],
-        imbalance_pct=config["leader.imbalance.per.broker.percentage"])
+        imbalance_pct=config["leader.imbalance.per.broker.percentage"],
+        partition_limits=PartitionLimits.of_this_process(
+            config["max.partitions.per.topic"], config["max.partitions.per.broker"]),
+        hosted_replicas=cache.replicas_per_broker)
     shutdown = ControlledShutdown(
         broker_id, controller, store, cluster_client, address_of=cache.address_of,
         leads_shared_partitions=lambda: any(

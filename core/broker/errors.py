@@ -133,6 +133,12 @@ class InvalidReplicaAssignmentError(FranzError):
     error_code = 39
 
 
+class PolicyViolationError(FranzError):
+    """A request the broker's limits refuse (max.partitions.per.topic, ...)."""
+
+    error_code = 44
+
+
 class NotControllerError(FranzError):
     error_code = 41
     retriable = True

@@ -16,6 +16,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import NoReturn
 
 from core.broker.controller.controller import Controller
 from core.broker.errors import TopicAlreadyExistsError
@@ -28,7 +29,7 @@ from core.broker.types import (
     is_internal_topic,
 )
 from core.storage.config import ConfigEntry, describe_configs, validate_topic_configs
-from core.storage.errors import InvalidTopicError
+from core.storage.errors import InvalidTopicError, KafkaStorageError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +120,24 @@ class TopicAdmin:
                 return TopicInfo(name, assignment.topic_id, is_internal_topic(name), tuple(
                     PartitionInfo(p, r[0], 0, tuple(r), tuple(r))
                     for p, r in sorted(assignment.partitions.items())), dict(configs or {}))
-            await self._sync.sync_topic(name)
+            try:
+                await self._sync.sync_topic(name)
+            except (OSError, StorageError) as exc:
+                await self._undo_creation(name, exc)
             self._on_topics_changed()
         return self.describe_topic(name)
+
+    async def _undo_creation(self, name: str, exc: BaseException) -> NoReturn:
+        """A creation whose local logs could not all be made (no space, no descriptors)
+        is taken back, store and disk, so no half-created topic is left; then refused."""
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        log.error("creating the logs of topic %s failed (%s): the creation is undone", name, reason)
+        try:
+            await self._controller.delete_topic(name, force=True)
+            await self._sync.sync_topic(name)
+        except Exception:  # the restart's stray-log cleanup removes what is left
+            log.exception("undoing the creation of topic %s failed", name)
+        raise KafkaStorageError(f"Topic '{name}' could not be created: {reason}") from None
 
     async def delete_topic(self, name: str) -> None:
         self.topic_metadata(name)

@@ -44,9 +44,10 @@ import asyncio
 import base64
 import logging
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from core.broker.controller.leader_election import elect_on_broker_change
+from core.broker.controller.partition_limits import PartitionLimits
 from core.broker.controller.preferred_election import PreferredElection
 from core.broker.controller.reassigner import Reassigner
 from core.broker.controller.reassignment import REASSIGN_PARTITIONS
@@ -66,6 +67,7 @@ from core.broker.metadata.store import (
     PartitionState,
     TopicAssignment,
 )
+from core.broker.types import is_internal_topic
 from core.errors import FranzError
 from core.storage.config import validate_topic_configs, validate_topic_name
 
@@ -82,10 +84,16 @@ class Controller(PreferredElection, Reassigner):
 
     def __init__(self, broker_id: int, store: MetadataStore, *, delete_topic_enable: bool = True,
                  unclean_default: bool = False, auto_rebalance: bool = True,
-                 imbalance_check_interval_s: float = 300.0, imbalance_pct: int = 10) -> None:
+                 imbalance_check_interval_s: float = 300.0, imbalance_pct: int = 10,
+                 partition_limits: PartitionLimits = PartitionLimits(),
+                 hosted_replicas: Callable[[], Mapping[int, int]] = dict) -> None:
         """``unclean_default``: the broker default of unclean.leader.election.enable;
         ``auto_rebalance``, ``imbalance_*``: auto.leader.rebalance.enable,
-        leader.imbalance.check.interval.seconds, leader.imbalance.per.broker.percentage."""
+        leader.imbalance.check.interval.seconds, leader.imbalance.per.broker.percentage;
+        ``partition_limits``: what creations and increases are checked against, with
+        ``hosted_replicas()`` the partition replicas each broker hosts now."""
+        self.partition_limits = partition_limits
+        self._hosted_replicas = hosted_replicas
         self.broker_id = broker_id
         self.store = store
         self.epoch: int | None = None
@@ -317,6 +325,9 @@ class Controller(PreferredElection, Reassigner):
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
         assignment = TopicAssignment(name, new_topic_id(),
                                      assign_replicas(live, partitions, replication_factor))
+        if not is_internal_topic(name):  # sized by offsets.topic.*, the operator's choice
+            self.partition_limits.check_topic(name, partitions)
+            self.partition_limits.check_brokers(self._hosted_replicas(), assignment.partitions)
         if validate_only:
             return assignment
         states = {p: _initial_state(reps, live, epoch) for p, reps in assignment.partitions.items()}
@@ -325,9 +336,10 @@ class Controller(PreferredElection, Reassigner):
                  name, partitions, replication_factor)
         return assignment
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, *, force: bool = False) -> None:
+        """``force``: also when delete.topic.enable=false (a creation being undone)."""
         self._check_active()
-        if not self.delete_topic_enable:
+        if not self.delete_topic_enable and not force:
             raise TopicDeletionDisabledError("Topic deletion is disabled (delete.topic.enable=false)")
         if await self.store.get_topic(name) is None:
             raise UnknownTopicError(f"Topic '{name}' not found.")
@@ -346,6 +358,7 @@ class Controller(PreferredElection, Reassigner):
                 "the partition count can only be increased")
         if total == have:
             raise InvalidPartitionsError(f"Topic already has {have} partitions.")
+        self.partition_limits.check_topic(name, total)
         live = await self._live_broker_ids()
         rf = len(current.partitions[0])
         if rf > len(live):
@@ -357,6 +370,7 @@ class Controller(PreferredElection, Reassigner):
         start = max(0, next((i for i, b in enumerate(live) if b >= first), 0))
         added = assign_replicas(live, total - have, rf, first_partition=have,
                                 start_index=start, shift=start)
+        self.partition_limits.check_brokers(self._hosted_replicas(), added)
         assignment = TopicAssignment(name, current.topic_id, {**current.partitions, **added})
         states = {p: _initial_state(reps, live, epoch) for p, reps in added.items()}
         await self.store.add_partitions(assignment, states)

@@ -47,6 +47,15 @@ class MetadataCache:
             raise UnknownPartitionError(f"Partition {partition} of topic '{topic}' not found.")
         return TopicPartition(topic, partition)
 
+    def replicas_per_broker(self) -> dict[int, int]:
+        """Partition replicas each broker hosts, over every known topic."""
+        hosted: dict[int, int] = {}
+        for meta in self.topics.values():
+            for replicas in meta.assignment.partitions.values():
+                for broker in replicas:
+                    hosted[broker] = hosted.get(broker, 0) + 1
+        return hosted
+
     def put_topic(self, name: str, meta: TopicMetadata) -> None:
         self.topics[name] = meta
 

@@ -1,0 +1,97 @@
+"""How many partitions a topic and a broker may have: checked by the controller before a
+topic is created or grown, so a request that would exceed them is refused with nothing
+written (Kafka's POLICY_VIOLATION: 400 / 40002 over REST).
+
+Two properties set the maxima: ``max.partitions.per.topic`` and
+``max.partitions.per.broker`` (replicas hosted by one broker). The second is lowered to
+what the process can afford: every partition replica holds file descriptors (its active
+segment's log and the two index mappings) and memory mappings (two per segment), so the
+effective per-broker maximum is also bounded by the soft ``RLIMIT_NOFILE`` and by
+``vm.max_map_count``, after a reserve for connections and everything else. A broker
+whose limits are lower than the controller's sees the controller's (the controller
+decides for the cluster with its own budget; docs/limits.md).
+"""
+
+from __future__ import annotations
+
+import resource
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.broker.errors import PolicyViolationError
+
+#: descriptors a partition replica holds: its active segment's .log, and the .index and
+#: .timeindex mappings (Python's mmap keeps a duplicate descriptor per mapping)
+DESCRIPTORS_PER_PARTITION = 3
+#: memory mappings a partition replica holds (its active segment's two indexes)
+MAPPINGS_PER_PARTITION = 2
+#: descriptors and mappings kept for everything but partitions (connections, sockets of
+#: other brokers, SQLite, ZooKeeper, Python's own)
+RESERVED_DESCRIPTORS = 1024
+RESERVED_MAPPINGS = 4096
+
+
+def _max_map_count() -> int | None:
+    try:
+        return int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):  # not Linux
+        return None
+
+
+def affordable_partitions(open_files: int | None = None, max_map_count: int | None = None) -> int:
+    """Partition replicas this process can host within its descriptor and mapping limits."""
+    if open_files is None:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        open_files = soft if soft != resource.RLIM_INFINITY else 1 << 20
+    if max_map_count is None:
+        max_map_count = _max_map_count()
+    by_files = (open_files - RESERVED_DESCRIPTORS) // DESCRIPTORS_PER_PARTITION
+    by_maps = ((max_map_count - RESERVED_MAPPINGS) // MAPPINGS_PER_PARTITION
+               if max_map_count is not None else by_files)
+    return max(0, min(by_files, by_maps))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLimits:
+    """``per_topic`` / ``per_broker``: the properties; ``affordable``: what the process's
+    descriptor and mapping limits allow (None: unbounded, for tests)."""
+
+    per_topic: int = 10_000
+    per_broker: int = 50_000
+    affordable: int | None = None
+
+    @classmethod
+    def of_this_process(cls, per_topic: int, per_broker: int) -> PartitionLimits:
+        return cls(per_topic, per_broker, affordable_partitions())
+
+    @property
+    def effective_per_broker(self) -> int:
+        if self.affordable is None:
+            return self.per_broker
+        return min(self.per_broker, self.affordable)
+
+    def check_topic(self, topic: str, total: int) -> None:
+        if total > self.per_topic:
+            raise PolicyViolationError(
+                f"Topic '{topic}' would have {total} partitions, more than "
+                f"max.partitions.per.topic={self.per_topic}")
+
+    def check_brokers(self, hosted: Mapping[int, int],
+                      added: Mapping[int, tuple[int, ...]]) -> None:
+        """``hosted``: replicas each broker hosts now; ``added``: the new partitions'
+        replica lists. Refuses when a broker would host more than it may."""
+        after = dict(hosted)
+        for replicas in added.values():
+            for broker in replicas:
+                after[broker] = after.get(broker, 0) + 1
+        limit = self.effective_per_broker
+        over = sorted(b for b, n in after.items() if n > limit and n > hosted.get(b, 0))
+        if over:
+            broker = over[0]
+            why = ("max.partitions.per.broker" if limit == self.per_broker else
+                   "what its file-descriptor and memory-mapping limits allow "
+                   "(raise the open-files limit or vm.max_map_count)")
+            raise PolicyViolationError(
+                f"Broker {broker} would host {after[broker]} partition replicas, more than "
+                f"{limit} ({why}); it hosts {hosted.get(broker, 0)} now")
