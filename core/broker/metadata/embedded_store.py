@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,6 +121,10 @@ TOPIC_CONFIGS = sa.Table(
     sa.Column("value", sa.Text(), nullable=False),
 )
 
+#: how long a write waits for another process's write transaction (SQLite's busy
+#: timeout; pysqlite's default is 5 s): transactions are short, so a wait this long
+#: means something is wrong, and only then does a call fail with "database is locked"
+_SQLITE_CONNECT_ARGS = {"timeout": 30.0}
 _BEGIN_OPTION = "franz_sqlite_begin"  # execution option: "IMMEDIATE" on the write engine
 
 
@@ -138,6 +143,7 @@ class EmbeddedMetadataStore:
         self._clock = clock
         self._engine: Engine | None = None
         self._writer: Engine | None = None
+        self._write_lock = threading.RLock()  # writes of this process, one at a time
         self._listeners = Listeners(log)
         self._cluster_id: str | None = None
         # Admin requests (reassignment, preferred election): in memory; a standalone
@@ -295,7 +301,7 @@ class EmbeddedMetadataStore:
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         assert self._writer is not None
-        with self._writer.begin() as conn:
+        with self._write_lock, self._writer.begin() as conn:  # one writer per process
             yield conn
 
     def _migrate_and_open(self) -> Engine:
@@ -491,7 +497,7 @@ def create_catalog_engine(url: str) -> Engine:
     """An engine on the SQL catalog at ``url``, SQLite set up as this store uses it (its
     own BEGIN; ``writer_engine`` makes the engine whose transactions write). Shared with
     the SQL security store, which keeps its tables in the same file."""
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(url, connect_args=_SQLITE_CONNECT_ARGS if url.startswith("sqlite") else {})
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine)
     return engine
