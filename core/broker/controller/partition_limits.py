@@ -27,7 +27,7 @@ DESCRIPTORS_PER_PARTITION = 3
 #: memory mappings a partition replica holds (its active segment's two indexes)
 MAPPINGS_PER_PARTITION = 2
 #: descriptors and mappings kept for everything but partitions (connections, sockets of
-#: other brokers, SQLite, ZooKeeper, Python's own)
+#: other brokers, SQLite, ZooKeeper, Python's own); a quarter of a smaller limit
 RESERVED_DESCRIPTORS = 1024
 RESERVED_MAPPINGS = 4096
 
@@ -46,8 +46,9 @@ def affordable_partitions(open_files: int | None = None, max_map_count: int | No
         open_files = soft if soft != resource.RLIM_INFINITY else 1 << 20
     if max_map_count is None:
         max_map_count = _max_map_count()
-    by_files = (open_files - RESERVED_DESCRIPTORS) // DESCRIPTORS_PER_PARTITION
-    by_maps = ((max_map_count - RESERVED_MAPPINGS) // MAPPINGS_PER_PARTITION
+    # a quarter kept for the rest when the limits are small
+    by_files = (open_files - min(RESERVED_DESCRIPTORS, open_files // 4)) // DESCRIPTORS_PER_PARTITION
+    by_maps = ((max_map_count - min(RESERVED_MAPPINGS, max_map_count // 4)) // MAPPINGS_PER_PARTITION
                if max_map_count is not None else by_files)
     return max(0, min(by_files, by_maps))
 
