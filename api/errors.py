@@ -16,6 +16,7 @@ walking the exception's MRO, so one handler serves a whole hierarchy.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from enum import IntEnum, unique
 from typing import Any
@@ -71,6 +72,7 @@ class ErrorCode(IntEnum):
     INVALID_CONSUMER_CONFIG = 42204
     INVALID_SCHEMA = 42205
     PAYLOAD_ERROR = 42206  # e.g. "Schema Registry is not configured"
+    BAD_BATCH = 42208  # v3: empty batch, duplicate ids, too many records
     KAFKA_ERROR = 50002
     KAFKA_RETRIABLE_ERROR = 50003
     BROKER_NOT_AVAILABLE = 50302
@@ -186,12 +188,32 @@ def spec_for(exc: FranzError, *, v3: bool = False) -> ErrorSpec:
     return _RETRIABLE if exc.retriable else _NON_RETRIABLE
 
 
+#: An absolute file path in an error's text: a ``/`` that starts a word, then path parts.
+_ABS_PATH = re.compile(r"(?<![\w.~/-])(?:/[^\s/:'\",;()\[\]]+)+/?")
+
+
+def _short_path(match: re.Match[str]) -> str:
+    """``/srv/franz/data/orders-0/00000000000000000000.log`` -> ``orders-0/000...0.log``:
+    the partition directory and the file, never where the data dir is."""
+    parts = [part for part in match.group(0).split("/") if part]
+    return "/".join(parts[-2:])
+
+
+def without_paths(text: str) -> str:
+    """``text`` with every absolute file path cut to its last two parts (for storage
+    errors the partition directory, ``<topic>-<partition>``, and the file)."""
+    return _ABS_PATH.sub(_short_path, text) if "/" in text else text
+
+
 def message_for(exc: FranzError, spec: ErrorSpec) -> str:
-    """The exception's own text when it has one, else the table's default."""
+    """The exception's own text when it has one, else the table's default. Storage
+    errors never show a client an absolute file path (the broker's log has them)."""
     own = exc.message
     if spec.fixed_message:
         return spec.message
-    return spec.message if not own or own == type(exc).__name__ else own
+    if not own or own == type(exc).__name__:
+        return spec.message
+    return without_paths(own) if isinstance(exc, se.StorageError) else own
 
 
 class ApiError(Exception):

@@ -2,7 +2,8 @@
 
 Status codes follow Confluent (rest-api-reference §1.5): malformed JSON, a wrong JSON
 type or an unknown field is 400 / 400; a missing or empty required value is 422 / 422;
-a body with a non-JSON Content-Type is 415 / 415.
+a body with a non-JSON Content-Type is 415 / 415; JSON nested deeper than
+``MAX_JSON_DEPTH`` (64) levels is 400 / 400, before it is validated.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from api.content_types import check_body_type
 from api.errors import ApiError, ErrorCode, validation_api_error
+from api.input_limits import check_json_depth
 
 T = TypeVar("T")
 
@@ -24,6 +26,7 @@ def empty_body_error() -> ApiError:
 
 def parse(adapter: TypeAdapter[T], body: bytes) -> T:
     """Validate ``body`` (JSON bytes) or raise the matching ApiError."""
+    check_json_depth(body)
     try:
         return adapter.validate_json(body)
     except ValidationError as exc:

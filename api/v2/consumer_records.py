@@ -3,7 +3,10 @@
 Accept must match the instance's format (``api.content_types.records_format``;
 mismatch 406 / 40601). ``timeout`` (ms) can only shorten the instance's
 ``consumer.request.timeout.ms``; ``max_bytes`` caps the answer. Both <= 0 or missing
-mean the instance's defaults. The broker answers as soon as a record is available
+mean the instance's defaults, as in Confluent (clients send ``timeout=-1``); both are
+int32 (400 / 400 otherwise). No read waits
+longer than the broker's ``consumer.request.timeout.max.ms`` (default 300000), whatever
+the instance or the request asks. The broker answers as soon as a record is available
 (no spurious empty reads, a record larger than ``max_bytes`` still comes back).
 
 A json-format instance that meets bytes which are not JSON returns the records before
@@ -27,6 +30,7 @@ from api.content_types import EmbeddedFormat, records_format
 from api.deps import consumers_of, render_cache_of
 from api.errors import ApiError, ErrorCode
 from api.hot_routes import HotQuery, hot_route
+from api.input_limits import INT32_MAX, INT32_MIN
 from api.openapi import errors, records_ok
 from api.security.authentication import principal_name
 from api.security.authorization import Need, requires
@@ -67,15 +71,17 @@ JSON_EXAMPLE = [
     }
 ]
 
-_TIMEOUT_DOC = "max wait in ms (only shortens the instance's timeout)"
-_MAX_BYTES_DOC = "cap on key+value bytes returned"
+_TIMEOUT_DOC = ("max wait in ms, int32, <= 0: the default (only shortens the instance's "
+                "timeout; never more than the broker's consumer.request.timeout.max.ms)")
+_MAX_BYTES_DOC = "cap on key+value bytes returned, int32 (<= 0: the default)"
 
 
 class RecordsQuery(TypedDict, total=False):
     """The query parameters of a consumer read (a hot route: ``api.hot_routes``)."""
 
-    timeout: Annotated[int | None, Field(description=_TIMEOUT_DOC)]
-    max_bytes: Annotated[int | None, Field(description=_MAX_BYTES_DOC)]
+    timeout: Annotated[int | None, Field(ge=INT32_MIN, le=INT32_MAX, description=_TIMEOUT_DOC)]
+    max_bytes: Annotated[int | None, Field(ge=INT32_MIN, le=INT32_MAX,
+                                           description=_MAX_BYTES_DOC)]
 
 
 RECORDS_QUERY = HotQuery(RecordsQuery)
@@ -119,9 +125,12 @@ def _positive(value: int | None) -> int | None:
 @hot_route(
     router, "GET", INSTANCE + "/records", query=RECORDS_QUERY,
     summary="Read records (long poll)",
-    description="Answers as soon as records are available, else after `timeout`. "
+    description="Answers as soon as records are available, else after `timeout` (at most "
+    "the instance's `consumer.request.timeout.ms`, and never more than the broker's "
+    "`consumer.request.timeout.max.ms`, default 300000 ms). `timeout` and `max_bytes` are "
+    "int32 (400 otherwise); <= 0 means the default. "
     "Records also carry `timestamp`, `timestamp_type` and `headers` (franz extensions).",
-    responses={**records_ok(BINARY_EXAMPLE, JSON_EXAMPLE), **errors(404, 406, 500)},
+    responses={**records_ok(BINARY_EXAMPLE, JSON_EXAMPLE), **errors(400, 404, 406, 500)},
 )
 @requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it; READ on the topics read, checked by the coordinator on every read")
 async def read_records(group: str, instance: str, request: Request) -> Response:

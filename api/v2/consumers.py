@@ -7,8 +7,14 @@ Create validates the settings Confluent takes (same names and aliases):
 Registry franz lacks; anything else is "Invalid format type."): 422 / 42204;
 ``auto.offset.reset`` earliest | latest | none: 422 / 42204; ``auto.commit.enable``
 "true" | "false" (or a JSON boolean): 422 / 42204; ``fetch.min.bytes`` outside
-[-1, 10000000]: 422 / 40001 (Confluent, sic); ``consumer.request.timeout.ms`` < 0 or a
-``name`` containing "/": 422 / 42204.
+[-1, 10000000]: 422 / 40001 (Confluent, sic); ``consumer.request.timeout.ms`` outside
+[0, 2^31-1]: 422 / 42204 (a larger one than the broker's
+``consumer.request.timeout.max.ms`` is kept, and every read waits at most that long).
+
+Names: an instance ``name`` (or ``id``) is 1..249 characters of ``[A-Za-z0-9._-]``, not
+"." or ".." (what Kafka takes for ids in practice): 422 / 42204 otherwise. A new group's
+id follows the same rule: 400 / 40002 (Kafka's INVALID_GROUP_ID) otherwise; groups that
+exist already keep working whatever their id. Nothing is created on a refusal.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from api.security.authentication import principal_name
 from api.security.authorization import Need, require, requires
 from api.v2.body import read_json, require_json
 from api.v2.schemas import CREATE_CONSUMER, PARTITIONS, SUBSCRIPTION
+from core.broker.consumer.instance import MAX_REQUEST_TIMEOUT_MS, id_problem
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 
@@ -45,6 +52,11 @@ def _invalid(message: str) -> ApiError:
     return ApiError(
         422, ErrorCode.INVALID_CONSUMER_CONFIG, f"Invalid consumer configuration: {message}"
     )
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters (a hostile value must not fill the answer)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _format(raw: str | None) -> str:
@@ -67,7 +79,7 @@ def _bool(raw: str | bool, name: str) -> bool:
         return raw
     text = raw.strip().lower()
     if text not in ("true", "false"):
-        raise _invalid(f'{name} must be "true" or "false", not {raw!r}')
+        raise _invalid(f'{name} must be "true" or "false", not {_clip(repr(raw))}')
     return text == "true"
 
 
@@ -75,14 +87,17 @@ def create_kwargs(req: dict[str, Any]) -> dict[str, Any]:
     """Validated create request -> keyword arguments of ``ConsumerManager.create``
     (settings the client did not give are left to the broker's defaults)."""
     name = req.get("id") or req.get("name")
-    if name is not None and ("/" in name or not name.strip()):
-        raise _invalid(f"name {name!r} must be non-empty and may not contain '/'")
+    if name is not None:
+        problem = id_problem("name", name)
+        if problem is not None:
+            raise _invalid(_clip(problem))
     kwargs: dict[str, Any] = {"name": name, "format": _format(req.get("format"))}
     reset = req.get("auto.offset.reset")
     if reset is not None:
         if reset.strip().lower() not in _OFFSET_RESETS:
             raise _invalid(
-                f"auto.offset.reset must be one of earliest, latest, none, not {reset!r}"
+                f"auto.offset.reset must be one of earliest, latest, none, not "
+                f"{_clip(repr(reset))}"
             )
         kwargs["auto_offset_reset"] = reset.strip().lower()
     commit = req.get("auto.commit.enable")
@@ -99,8 +114,12 @@ def create_kwargs(req: dict[str, Any]) -> dict[str, Any]:
         kwargs["fetch_min_bytes"] = min_bytes
     wait = req.get("consumer.request.timeout.ms", req.get("requestWaitMs"))
     if wait is not None:
-        if wait < 0:
-            raise _invalid("consumer.request.timeout.ms may not be negative")
+        if not 0 <= wait <= MAX_REQUEST_TIMEOUT_MS:
+            raise _invalid(
+                f"consumer.request.timeout.ms must lie in [0, {MAX_REQUEST_TIMEOUT_MS}] "
+                f"(got {_clip(str(wait))}); reads wait at most the broker's "
+                "consumer.request.timeout.max.ms"
+            )
         kwargs["request_timeout_ms"] = wait
     return kwargs
 
@@ -124,6 +143,10 @@ def topic_partitions(rows: list[Any]) -> list[TopicPartition]:
 @router.post(
     "/consumers/{group}",
     summary="Create a consumer instance in a group",
+    description="`name`: 1..249 characters of `[A-Za-z0-9._-]` (422 / 42204 otherwise); a "
+    "new group's id likewise (400 / 40002). `consumer.request.timeout.ms`: 0..2^31-1 "
+    "(422 / 42204 otherwise); reads wait at most the broker's "
+    "`consumer.request.timeout.max.ms` (default 300000) whatever it says.",
     openapi_extra=json_body(
         "CreateConsumerRequest",
         {

@@ -5,6 +5,10 @@ processed and franz commits ``offset + 1``; reading committed offsets returns th
 (next-to-read) value, so committing 20 reads back 21. An empty commit body commits the
 instance's current positions. Commit answers 200 with ``[]``. ``GET .../offsets`` needs a
 JSON body listing partitions; without one it is 404 / 40402 (Confluent, odd but real).
+
+Ranges (``api.input_limits``): offsets 0..2^63-2 (a commit stores ``offset + 1``, an
+int64), partitions int32, epoch-ms timestamps 0..2^63-1: 422 / 422 outside them, and an
+ISO-8601 timestamp before 1970 is 400 / 400. Nothing is sought or committed then.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from starlette.responses import Response
 
 from api.deps import consumers_of
 from api.errors import ApiError, ErrorCode
+from api.input_limits import INT64_MAX
 from api.openapi import errors, json_body, ok
 from api.responses import check_accept, no_content, v2_json
 from api.security.authentication import principal_name
@@ -33,18 +38,31 @@ _TPS_EXAMPLE = {"partitions": [{"topic": "orders", "partition": 0}]}
 
 
 def timestamp_ms(raw: str | int, where: str) -> int:
-    """ISO-8601 (naive means UTC) or epoch milliseconds -> epoch milliseconds."""
+    """ISO-8601 (naive means UTC) or epoch milliseconds -> epoch milliseconds (epoch ms
+    outside [0, 2^63-1] is 422 / 422, a date before 1970 400 / 400)."""
     if isinstance(raw, int):
+        if not 0 <= raw <= INT64_MAX:
+            raise ApiError(
+                422, ErrorCode.UNPROCESSABLE_ENTITY,
+                f"{where}: epoch milliseconds must lie in [0, {INT64_MAX}] (got {raw})",
+            )
         return raw
     try:
         dt = datetime.fromisoformat(raw.strip())
     except ValueError:
         raise ApiError(
-            400, ErrorCode.BAD_REQUEST, f"{where}={raw!r} is not an ISO-8601 date-time"
+            400, ErrorCode.BAD_REQUEST, f"{where}={_clip(raw)} is not an ISO-8601 date-time"
         ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
+    ms = int(dt.timestamp() * 1000)
+    if ms < 0:
+        raise ApiError(400, ErrorCode.BAD_REQUEST, f"{where}={_clip(raw)} is before 1970")
+    return ms
+
+
+def _clip(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
 def commit_offsets(rows: list[Any]) -> dict[TopicPartition, tuple[int, str]]:
@@ -80,7 +98,12 @@ async def seek(group: str, instance: str, request: Request) -> Response:
     req = await require_json(request, POSITIONS)
     consumers = consumers_of(request)
     offsets = req.get("offsets") or []
-    stamps = req.get("timestamps") or []
+    stamps = {  # converted first: a bad timestamp moves nothing
+        TopicPartition(r["topic"], r["partition"]): timestamp_ms(
+            r["timestamp"], f"timestamps[{i}].timestamp"
+        )
+        for i, r in enumerate(req.get("timestamps") or [])
+    }
     if offsets:
         await consumers.seek(
             group,
@@ -90,15 +113,7 @@ async def seek(group: str, instance: str, request: Request) -> Response:
         )
     if stamps:
         await consumers.seek_to_timestamp(
-            group,
-            instance,
-            {
-                TopicPartition(r["topic"], r["partition"]): timestamp_ms(
-                    r["timestamp"], f"timestamps[{i}].timestamp"
-                )
-                for i, r in enumerate(stamps)
-            },
-            principal=principal_name(request),
+            group, instance, stamps, principal=principal_name(request)
         )
     return no_content()
 

@@ -12,6 +12,11 @@ franz extensions (query parameters):
 - ``strict=true``: if any record failed, the HTTP status is that of the first failure
   and the body also carries its ``error_code`` and ``message`` beside ``offsets``.
 Records may also carry ``headers`` and ``timestamp`` (see ``api.v2.schemas``).
+
+Limits (``api.input_limits``, docs/limits.md): at most ``MAX_RECORDS_PER_REQUEST``
+(100,000) records per request, else 422 / 422 before any record is decoded; a record's
+``partition`` is an int32 (422 past it), its ``timestamp`` 0..2^63-1 (422); the body
+nests at most 64 levels (400).
 """
 
 from __future__ import annotations
@@ -31,6 +36,12 @@ from api.content_types import EmbeddedFormat, produce_format, require_supported
 from api.deps import broker_of
 from api.errors import V2_MEDIA, ApiError, ErrorCode, message_for, spec_for
 from api.hot_routes import HotQuery, hot_route
+from api.input_limits import (
+    MAX_RECORDS_PER_REQUEST,
+    may_exceed_record_limit,
+    prefix_exceeds_record_limit,
+    too_many_records,
+)
 from api.openapi import errors, ok, ref
 from api.responses import check_accept
 from api.security.authorization import Need, may_create_topic, requires
@@ -170,14 +181,46 @@ def produce_answer(results: Sequence[RecordResult], *, strict: bool) -> tuple[in
     return status, orjson.dumps(body)
 
 
+_NOT_PARSED = object()
+
+
+def _records_of(doc: Any) -> Any:
+    return doc.get("records") if type(doc) is dict else None
+
+
+def check_record_count(body: bytes, doc: Any = _NOT_PARSED) -> None:
+    """422 / 422 when the request holds more than MAX_RECORDS_PER_REQUEST records,
+    found before anything per record is done: a body with fewer commas than the limit
+    cannot hold more (one C-level count); a larger one is checked on a prefix first
+    (``prefix_exceeds_record_limit``: a million tiny records are refused without being
+    parsed), then parsed (orjson, or ``doc`` when the caller already did) and its
+    ``records`` counted. Malformed bodies pass: validation answers them."""
+    if not may_exceed_record_limit(body):
+        return
+    if doc is _NOT_PARSED:
+        if prefix_exceeds_record_limit(body, _records_of):
+            raise too_many_records()
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return
+    rows = _records_of(doc)
+    if type(rows) is list and len(rows) > MAX_RECORDS_PER_REQUEST:
+        raise too_many_records(len(rows))
+
+
 def parse_produce(fmt: EmbeddedFormat, body: bytes) -> ProduceColumns:
     """The request's records as the broker's produce input.
 
     Fast path (binary format, body exactly ``{"records": [...]}`` whose rows are all
     ``{"value": <base64>}`` or all ``{"key": <base64>, "value": <base64>}``): orjson
     and C-driven decoding, no pydantic. Anything else (or anything doubtful) goes
-    through the TypeAdapter, so validation errors are the usual ones."""
+    through the TypeAdapter, so validation errors are the usual ones. Either way more
+    than MAX_RECORDS_PER_REQUEST records are refused first (``check_record_count``)."""
+    doc: Any = _NOT_PARSED
     if fmt is EmbeddedFormat.BINARY:
+        if prefix_exceeds_record_limit(body, _records_of):
+            raise too_many_records()
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError:
@@ -185,9 +228,12 @@ def parse_produce(fmt: EmbeddedFormat, body: bytes) -> ProduceColumns:
         if type(doc) is dict and len(doc) == 1:
             rows = doc.get("records")
             if type(rows) is list and rows:
+                if len(rows) > MAX_RECORDS_PER_REQUEST:
+                    raise too_many_records(len(rows))
                 fast = binary_columns_fast(rows)
                 if fast is not None:
                     return fast
+    check_record_count(body, doc)
     adapter = BINARY_PRODUCE if fmt is EmbeddedFormat.BINARY else JSON_PRODUCE
     req = parse(adapter, body)
     return produce_records(fmt, req["records"])

@@ -6,13 +6,16 @@ Records with offset >= ``offset`` below the high watermark, in the same shape as
 consumer instance's ``GET .../records`` (binary unless Accept asks for json). No
 consumer, no group, nothing committed.
 
-- ``offset`` (required, >= 0); outside [log start offset, high watermark]: 416 / 41601.
-- ``max_bytes``: cap on the answer (default 1 MiB, Kafka's ``max.partition.fetch.bytes``;
-  ceiling ``consumer.request.max.bytes``); the first record comes back even when it is
-  larger, so a reader always progresses.
-- ``timeout``: ms to wait when no record is available yet (default 0, max 300000); the
-  answer comes as soon as one arrives.
-- ``count``: at most this many records.
+- ``offset`` (required, 0..2^63-2); outside [log start offset, high watermark]: 416 / 41601.
+- ``max_bytes``: cap on the answer (1..2^31-1; default 1 MiB, Kafka's
+  ``max.partition.fetch.bytes``; ceiling ``consumer.request.max.bytes``); the first record
+  comes back even when it is larger, so a reader always progresses.
+- ``timeout``: ms to wait when no record is available yet (default 0, at most the
+  broker's ``consumer.request.timeout.max.ms``, default 300000); the answer comes as
+  soon as one arrives.
+- ``count``: at most this many records (1..2^31-1).
+
+A parameter outside its range is 400 / 400.
 
 Response headers: ``X-Franz-Next-Offset`` (the offset to ask for next),
 ``X-Franz-High-Watermark``, ``X-Franz-Log-Start-Offset``. Unknown topic 404 / 40401,
@@ -32,6 +35,7 @@ from typing_extensions import TypedDict
 from api.content_types import EmbeddedFormat, range_read_format
 from api.deps import broker_of, render_cache_of
 from api.hot_routes import HotQuery, hot_route
+from api.input_limits import INT32_MAX, MAX_OFFSET, check_timeout_param
 from api.openapi import errors, records_ok
 from api.render_cache import RenderCache
 from api.security.authorization import Need, requires
@@ -50,7 +54,6 @@ if TYPE_CHECKING:
 
 router = APIRouter(tags=["v2 records (franz)"])
 
-MAX_TIMEOUT_MS = 300_000
 DEFAULT_MAX_BYTES = 1024 * 1024
 _HEADERS_DOC = {
     "X-Franz-Next-Offset": {"description": "offset to read next", "schema": {"type": "integer"}},
@@ -71,11 +74,16 @@ def _responses() -> dict[int | str, dict[str, object]]:
 class RangeQuery(TypedDict, total=False):
     """The query parameters of the range read (a hot route: ``api.hot_routes``)."""
 
-    offset: Required[Annotated[int, Field(ge=0, description="first offset to return")]]
-    max_bytes: Annotated[int | None, Field(ge=1, description="cap on bytes returned")]
-    timeout: Annotated[int, Field(ge=0, le=MAX_TIMEOUT_MS, description="max wait, ms",
+    offset: Required[Annotated[int, Field(ge=0, le=MAX_OFFSET,
+                                          description="first offset to return")]]
+    max_bytes: Annotated[int | None, Field(ge=1, le=INT32_MAX,
+                                           description="cap on bytes returned")]
+    timeout: Annotated[int, Field(ge=0, le=INT32_MAX,
+                                  description="max wait, ms; at most the broker's "
+                                  "consumer.request.timeout.max.ms (default 300000)",
                                   json_schema_extra={"default": 0})]
-    count: Annotated[int | None, Field(ge=1, description="at most this many records")]
+    count: Annotated[int | None, Field(ge=1, le=INT32_MAX,
+                                       description="at most this many records")]
 
 
 RANGE_QUERY = HotQuery(RangeQuery)
@@ -83,6 +91,8 @@ RANGE_QUERY = HotQuery(RangeQuery)
 @hot_route(
     router, "GET", "/topics/{topic}/partitions/{partition}/records", query=RANGE_QUERY,
     summary="Read a range of a partition without a consumer (franz)",
+    description="Waits up to `timeout` ms for the first record; `timeout` may not exceed "
+    "the broker's `consumer.request.timeout.max.ms` (default 300000; 400 above it).",
     responses=_responses(),
 )
 @requires(Need(Operation.READ, ResourceType.TOPIC, "topic"))
@@ -92,6 +102,7 @@ async def read_range(topic: str, partition: int, request: Request) -> Response:
     timeout, count = q.get("timeout", 0), q.get("count")
     fmt, media = range_read_format(request.headers.get("accept"))
     broker = broker_of(request)
+    timeout = check_timeout_param(timeout, broker.config)
     cap = int(broker.config["consumer.request.max.bytes"])
     if fmt is EmbeddedFormat.BINARY:
         return await _read_binary(

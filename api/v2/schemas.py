@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal, NotRequired, Required
 from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
+from api.input_limits import MAX_RECORDS_PER_REQUEST, Offset, PartitionId, Timestamp
+
 _FORBID = ConfigDict(extra="forbid")
 NonNegative = Annotated[int, Field(ge=0)]
 
@@ -32,23 +34,23 @@ class RecordHeaderIn(TypedDict):
 class BinaryProduceRecord(TypedDict, total=False):
     key: str | None  # standard base64
     value: str | None  # standard base64
-    partition: int | None
+    partition: PartitionId | None
     headers: list[RecordHeaderIn] | None  # franz extension
-    timestamp: NonNegative | None  # franz extension: epoch ms (default: now)
+    timestamp: Timestamp | None  # franz extension: epoch ms, 0..2^63-1 (default: now)
 
 
 @with_config(_FORBID)
 class JsonProduceRecord(TypedDict, total=False):
     key: Any  # any JSON value
     value: Any
-    partition: int | None
+    partition: PartitionId | None
     headers: list[RecordHeaderIn] | None  # franz extension
-    timestamp: NonNegative | None  # franz extension
+    timestamp: Timestamp | None  # franz extension
 
 
 @with_config(_FORBID)
 class BinaryProduceRequest(TypedDict, total=False):
-    records: Required[Annotated[list[BinaryProduceRecord], Field(min_length=1)]]
+    records: Required[Annotated[list[BinaryProduceRecord], Field(min_length=1, max_length=MAX_RECORDS_PER_REQUEST)]]
     key_schema: str | None
     key_schema_id: int | None
     value_schema: str | None
@@ -57,7 +59,7 @@ class BinaryProduceRequest(TypedDict, total=False):
 
 @with_config(_FORBID)
 class JsonProduceRequest(TypedDict, total=False):
-    records: Required[Annotated[list[JsonProduceRecord], Field(min_length=1)]]
+    records: Required[Annotated[list[JsonProduceRecord], Field(min_length=1, max_length=MAX_RECORDS_PER_REQUEST)]]
     key_schema: str | None
     key_schema_id: int | None
     value_schema: str | None
@@ -150,7 +152,7 @@ class SubscriptionOut(TypedDict):
 @with_config(_FORBID)
 class TopicPartitionIn(TypedDict):
     topic: str
-    partition: int
+    partition: PartitionId
 
 
 class TopicPartitionOut(TypedDict):
@@ -170,16 +172,16 @@ class AssignmentsOut(TypedDict):
 @with_config(_FORBID)
 class SeekOffset(TypedDict):
     topic: str
-    partition: int
-    offset: NonNegative
+    partition: PartitionId
+    offset: Offset
     metadata: NotRequired[str | None]
 
 
 @with_config(_FORBID)
 class SeekTimestamp(TypedDict):
     topic: str
-    partition: int
-    timestamp: str | int  # ISO-8601; franz also takes epoch ms
+    partition: PartitionId
+    timestamp: str | int  # ISO-8601; franz also takes epoch ms (0..2^63-1: api.v2.offsets)
     metadata: NotRequired[str | None]
 
 
@@ -192,8 +194,8 @@ class PositionsRequest(TypedDict, total=False):
 @with_config(_FORBID)
 class CommitOffset(TypedDict):
     topic: str
-    partition: int
-    offset: NonNegative  # the last offset processed; franz commits offset + 1
+    partition: PartitionId
+    offset: Offset  # the last offset processed (0..2^63-2); franz commits offset + 1
     metadata: NotRequired[str | None]
 
 

@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 from api.content_types import bare_type
 from api.deps import broker_of
 from api.errors import V3_MEDIA, ApiError, ErrorCode, validation_api_error
+from api.input_limits import check_json_depth
 from api.openapi import ref
 
 T = TypeVar("T")
@@ -162,11 +163,13 @@ def _v3_validation_error(exc: ValidationError) -> ApiError:
 
 async def read_body(request: Request, adapter: TypeAdapter[T]) -> T:
     """The validated JSON body: 415 for another content type, 422 / 42206 when empty,
-    400 / 400 for malformed JSON, a wrong type or an unknown field."""
+    400 / 400 for malformed JSON (nested deeper than 64 levels included), a wrong type
+    or an unknown field."""
     require_json_type(request)
     body = await request.body()
     if not body.strip():
         raise empty_body_error()
+    check_json_depth(body)
     try:
         return adapter.validate_json(body)
     except ValidationError as exc:

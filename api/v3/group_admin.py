@@ -11,9 +11,11 @@ needs (``franz consumer-groups``) and Confluent's v3 lacks.
     DELETE /consumer-groups/{g}                the group and its offsets; only when empty
 
 ``offsets:alter`` takes ``{"data": [{"topic_name", "partition_id", "offset"}],
-"validate_only": false}``: explicit offsets, as Kafka's admin call does (the client
-resolves earliest/latest first); all are written together, 204. An unknown group is
-fine there (the offsets create it, as in Kafka).
+"validate_only": false}``: explicit offsets (0..2^63-2; partition ids int32), as Kafka's
+admin call does (the client resolves earliest/latest first); all are written together,
+204. An unknown group is fine there (the offsets create it, as in Kafka) when its id is
+one a new group may have: 1..249 characters of ``[A-Za-z0-9._-]``, not "." or ".."
+(400 / 40002 otherwise, nothing written).
 
 Errors: unknown group 404 / 404 (GET, DELETE); unknown topic or partition 404 / 40403;
 a group with members 400 / 40002; a bad body 400 / 400, 415, or 422 / 42206.
@@ -30,6 +32,7 @@ from typing_extensions import TypedDict
 
 from api.deps import broker_of, consumers_of
 from api.errors import ApiError, ErrorCode
+from api.input_limits import INT32_MAX, MAX_OFFSET
 from api.security.authorization import Need, require, requires, visible
 from api.v3.common import (
     ClusterLinks,
@@ -41,6 +44,7 @@ from api.v3.common import (
     v3_json,
 )
 from api.v3.models import CollectionMetadata
+from core.broker.consumer.instance import validate_group_id
 from core.broker.errors import GroupIdNotFoundError, UnknownPartitionError
 from core.broker.group.group import GroupDescription
 from core.broker.security.acl import Operation, ResourceType
@@ -84,8 +88,8 @@ class KafkaConsumerGroupOffsetList(TypedDict):
 @with_config(_FORBID)
 class ConsumerGroupOffsetIn(TypedDict):
     topic_name: Annotated[str, Field(min_length=1)]
-    partition_id: Annotated[int, Field(ge=0)]
-    offset: Annotated[int, Field(ge=0)]
+    partition_id: Annotated[int, Field(ge=0, le=INT32_MAX)]
+    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET)]
 
 
 @with_config(_FORBID)
@@ -202,6 +206,7 @@ async def alter_group_offsets(
         desc = await consumers.describe_group(consumer_group_id)
     except GroupIdNotFoundError:
         desc = None  # a new group: the offsets create it
+        validate_group_id(consumer_group_id)
     if desc is not None and desc.members:
         raise _not_inactive(desc)
     if not req.get("validate_only"):

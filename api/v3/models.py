@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, Required
 from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
+from api.input_limits import Int32
+
 _FORBID = ConfigDict(extra="forbid")
 
 ConfigSourceName = Literal[
@@ -400,8 +402,8 @@ class CreateTopicConfig(TypedDict, total=False):
 @with_config(_FORBID)
 class CreateTopicRequest(TypedDict, total=False):
     topic_name: Required[str]
-    partitions_count: int | None  # missing, null or -1: num.partitions
-    replication_factor: int | None  # missing, null or -1: default.replication.factor
+    partitions_count: Int32 | None  # missing, null or -1: num.partitions
+    replication_factor: Int32 | None  # missing, null or -1: default.replication.factor
     replicas_assignments: dict[str, list[int]] | None  # not supported: must be empty
     configs: list[CreateTopicConfig] | None
     validate_only: bool | None
@@ -409,7 +411,7 @@ class CreateTopicRequest(TypedDict, total=False):
 
 @with_config(_FORBID)
 class UpdatePartitionsCountRequest(TypedDict):
-    partitions_count: int
+    partitions_count: Int32
 
 
 @with_config(_FORBID)

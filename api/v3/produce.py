@@ -27,6 +27,14 @@ an empty body, 400 / 400 malformed JSON in the first record, 413 a record over
 Confluent does not), 404 / 40403 an unknown topic when topics are not auto-created.
 Records are written with acks=all, the Java producer's default.
 
+Limits (``api.input_limits``, docs/limits.md): a request carries at most
+``MAX_RECORDS_PER_REQUEST`` (100,000) records. A body with a ``Content-Length`` (up to
+``max.request.size``) is read whole first, so more records than that are refused with
+422 / 42208 before any is written; a chunked stream gets a 42208 report for the record
+past the limit and ends there (open a new request to go on). ``partition_id`` past
+int32 is a 400 report; a ``type`` that is not a string is a 400 report naming the
+field; JSON nested deeper than 64 levels is malformed JSON (400).
+
 The hot path reads raw body chunks and checks records by hand (no pydantic).
 """
 
@@ -46,6 +54,7 @@ from starlette.types import Receive, Scope, Send
 
 from api.deps import broker_of
 from api.errors import V3_MEDIA, ApiError, ErrorCode, message_for, spec_for
+from api.input_limits import INT32_MAX, MAX_RECORDS_PER_REQUEST
 from api.security.authorization import Need, may_create_topic, requires
 from api.v3.common import (
     PAYLOAD_ERROR,
@@ -120,7 +129,10 @@ def _bad(message: str) -> ApiError:
 
 
 def _show(value: Any) -> str:
-    text = orjson.dumps(value).decode()
+    try:
+        text = orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:  # e.g. an integer past 64 bits (incremental parser)
+        text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -147,6 +159,8 @@ def _data(raw: Any, side: str) -> tuple[bytes | None, tuple[str, int] | None]:
         raise _bad(f"{side}={_show(raw)} is not an object with type and data.")
     _check_fields(raw, _DATA_FIELDS, side + ".")
     kind = raw.get("type")
+    if kind is not None and not isinstance(kind, str):
+        raise _bad(f"{side}.type={_show(kind)} is not one of BINARY, JSON, STRING.")
     if kind is None or kind in _SCHEMA_TYPES:
         raise ApiError(
             422,
@@ -168,7 +182,10 @@ def _data(raw: Any, side: str) -> tuple[bytes | None, tuple[str, int] | None]:
             raise _bad(f"{side}.data={_show(data)} is not a string.")
         stored = data.encode()
     else:
-        stored = orjson.dumps(data)
+        try:
+            stored = orjson.dumps(data)
+        except orjson.JSONEncodeError as exc:
+            raise _bad(f"{side}.data cannot be stored as JSON: {exc}.") from None
     return stored, (kind, len(stored))
 
 
@@ -219,6 +236,8 @@ def parse_record(obj: Any, topic: str) -> Parsed:
             raise _bad(f"partition_id={_show(partition)} is not an integer.")
         if partition < 0:
             raise _no_partition(topic, partition)
+        if partition > INT32_MAX:
+            raise _bad(f"partition_id={_show(partition)} is out of range [0, {INT32_MAX}].")
     key, key_info = _data(obj.get("key"), "key")
     value, value_info = _data(obj.get("value"), "value")
     record = ProduceRecord(
@@ -262,7 +281,7 @@ class Batch:
         outcomes: list[Parsed | ApiError | FranzError] = []
         for v in values:
             if isinstance(v, BadJson):
-                outcomes.append(ApiError(v.status, v.status, v.message))
+                outcomes.append(ApiError(v.status, v.code, v.message))
                 continue
             try:
                 outcomes.append(parse_record(v, topic))
@@ -376,6 +395,21 @@ class _DuplexStreamingResponse(StreamingResponse):
         await self.stream_response(send)
 
 
+def _whole_length(request: Request, limit: int) -> int | None:
+    """The body's ``Content-Length`` when it is a plain (not chunked) body of at most
+    ``limit`` bytes: such a body is read whole before anything is written."""
+    if "chunked" in request.headers.get("transfer-encoding", "").lower():
+        return None
+    declared = request.headers.get("content-length")
+    if declared is None or not declared.isdigit() or int(declared) > limit:
+        return None
+    return int(declared)
+
+
+async def _whole(chunks: AsyncIterator[tuple[bytes, bool]]) -> bytes:
+    return b"".join([chunk async for chunk, _last in chunks])
+
+
 async def _first_values(
     chunks: AsyncIterator[tuple[bytes, bool]], splitter: JsonValues
 ) -> tuple[list[Any], bool]:
@@ -410,7 +444,10 @@ async def _rest(
     "/topics/{topic_name}/records",
     summary="Produce records (one, several back to back, or a stream)",
     description="One delivery report per record, in order, each followed by `\\r\\n`; "
-    "HTTP 200 even when records fail (each report has its own `error_code`).",
+    "HTTP 200 even when records fail (each report has its own `error_code`). At most "
+    "100,000 records per request (422 / 42208 up front for a body with a Content-Length; "
+    "a 42208 report ends a longer chunked stream); JSON nested deeper than 64 levels is "
+    "400.",
     response_model=ProduceReport,
     openapi_extra=body_doc("ProduceRecordRequest", _EXAMPLE),
     responses={
@@ -422,13 +459,20 @@ async def _rest(
 async def produce_records(topic_name: str, request: Request) -> Response:
     require_json_type(request)
     broker = broker_of(request)
-    splitter = JsonValues(max_pending=int(broker.config["max.request.size"]))
+    limit = int(broker.config["max.request.size"])
+    splitter = JsonValues(max_pending=limit, max_values=MAX_RECORDS_PER_REQUEST)
     chunks = _chunks(request)
-    values, ended = await _first_values(chunks, splitter)
+    if _whole_length(request, limit) is not None:
+        values, ended = splitter.feed(await _whole(chunks), final=True), True
+    else:
+        values, ended = await _first_values(chunks, splitter)
     if not values:
         raise empty_body_error()
     if isinstance(values[0], BadJson):
-        raise ApiError(values[0].status, values[0].status, values[0].message)
+        raise ApiError(values[0].status, values[0].code, values[0].message)
+    last = values[-1]
+    if isinstance(last, BadJson) and last.too_many:  # nothing is written yet: refuse it all
+        raise ApiError(last.status, last.code, last.message)
     may_create = may_create_topic(request)
     first = _lines(await produce_batch(broker, Batch.of(topic_name, values), first=True,
                                        may_create=may_create))

@@ -26,6 +26,7 @@ from starlette.responses import Response
 
 from api.deps import broker_of
 from api.errors import ApiError, ErrorCode
+from api.input_limits import check_json_depth
 from api.security.authorization import Need, requires
 from api.v3.common import (
     ClusterLinks,
@@ -128,6 +129,7 @@ async def preferred_replica_election(links: ClusterLinks, request: Request) -> R
     body: Any = None
     if raw.strip():
         require_json_type(request)
+        check_json_depth(raw)
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:

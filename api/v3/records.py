@@ -5,8 +5,9 @@
 
 Records with offset >= ``offset`` (default: the log start offset) below the high
 watermark, as a ``KafkaRecordList``; no consumer, no group, nothing committed. When
-none is there yet the call waits up to ``timeout`` ms (default 0, at most 300000) and
-answers as soon as one arrives (long poll).
+none is there yet the call waits up to ``timeout`` ms (default 0, at most the broker's
+``consumer.request.timeout.max.ms``, default 300000) and answers as soon as one arrives
+(long poll). ``offset`` lies in 0..2^63-2, ``max_bytes`` and ``count`` in 1..2^31-1.
 
 - ``max_bytes``: cap on the keys and values returned (default 1 MiB; ceiling
   ``consumer.request.max.bytes``); the first record comes back even when larger, so a
@@ -36,6 +37,7 @@ from starlette.responses import Response
 
 from api.deps import broker_of
 from api.errors import ApiError, ErrorCode
+from api.input_limits import INT32_MAX, MAX_OFFSET, check_timeout_param
 from api.security.authorization import Need, requires
 from api.v3.common import (
     ClusterLinks,
@@ -56,7 +58,6 @@ router = APIRouter(
     default_response_class=V3Response,
 )
 
-MAX_TIMEOUT_MS = 300_000
 DEFAULT_MAX_BYTES = 1024 * 1024
 FORMATS = ("BINARY", "JSON", "STRING")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
@@ -127,7 +128,8 @@ def record_data(partition: int, r: Record, key_fmt: str, value_fmt: str) -> dict
     "/topics/{topic_name}/partitions/{partition_id}/records",
     summary="Read records of a partition (franz; long poll)",
     description="Records from `offset` (default: the log start) below the high watermark; "
-    "waits up to `timeout` ms for the first one.",
+    "waits up to `timeout` ms for the first one (at most the broker's "
+    "`consumer.request.timeout.max.ms`, default 300000; 400 above it).",
     response_model=KafkaRecordList,
     responses=errors(400, 404, 416),
 )
@@ -137,15 +139,21 @@ async def read_records(
     partition_id: int,
     links: ClusterLinks,
     request: Request,
-    offset: Annotated[int | None, Query(ge=0, description="first offset to return")] = None,
-    max_bytes: Annotated[int | None, Query(ge=1, description="cap on bytes returned")] = None,
-    timeout: Annotated[int, Query(ge=0, le=MAX_TIMEOUT_MS, description="max wait, ms")] = 0,
-    count: Annotated[int | None, Query(ge=1, description="at most this many records")] = None,
+    offset: Annotated[int | None, Query(ge=0, le=MAX_OFFSET,
+                                        description="first offset to return")] = None,
+    max_bytes: Annotated[int | None, Query(ge=1, le=INT32_MAX,
+                                           description="cap on bytes returned")] = None,
+    timeout: Annotated[int, Query(ge=0, le=INT32_MAX,
+                                  description="max wait, ms (at most the broker's "
+                                  "consumer.request.timeout.max.ms)")] = 0,
+    count: Annotated[int | None, Query(ge=1, le=INT32_MAX,
+                                       description="at most this many records")] = None,
     key_format: Annotated[str, Query(description="BINARY, JSON or STRING")] = "BINARY",
     value_format: Annotated[str, Query(description="BINARY, JSON or STRING")] = "BINARY",
 ) -> Response:
     key_fmt, value_fmt = _format(key_format, "key_format"), _format(value_format, "value_format")
     broker = broker_of(request)
+    timeout = check_timeout_param(timeout, broker.config)
     if offset is None:
         offset = (await broker.partition_offsets(topic_name, partition_id)).log_start_offset
     cap = int(broker.config["consumer.request.max.bytes"])

@@ -246,13 +246,50 @@ def _parse_typed(name: str, type_: ConfigType, raw: str) -> ConfigValue:
     return text
 
 
+def allowed_values(key: ConfigKey) -> str | None:
+    """What ``key`` takes, for messages: ``[min, max]`` of a number (its type's bounds
+    where Kafka sets none), the list of a choice; None for other keys."""
+    if key.type in (ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE):
+        low, high = {ConfigType.INT: _INT_RANGE, ConfigType.LONG: _LONG_RANGE}.get(
+            key.type, (None, None))
+        v = key.validator
+        if isinstance(v, Range):
+            low = v.min if v.min is not None else low
+            high = v.max if v.max is not None else high
+            also = f" or one of {list(v.also)}" if v.also else ""
+        else:
+            also = ""
+        return f"[{_bound(low)}, {_bound(high)}]{also}"
+    if isinstance(key.validator, OneOf):
+        return ", ".join(key.validator.values)
+    return None
+
+
+def _bound(value: float | None) -> str:
+    if value is None:
+        return "..."
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
 def parse_value(key: ConfigKey, raw: str, *, source_name: str | None = None) -> ConfigValue:
-    """Parse and validate one string value; errors name ``source_name`` (default the key)."""
+    """Parse and validate one string value; errors name ``source_name`` (default the key)
+    and, for a numeric key, its allowed range (``allowed_values``)."""
     name = source_name or key.name
     if not isinstance(raw, str):
         raise _invalid(name, repr(raw), "Expected a string value")
-    value = _parse_typed(name, key.type, raw)
-    if key.validator is not None:
+    try:
+        value = _parse_typed(name, key.type, raw)
+    except InvalidConfigError as exc:
+        allowed = allowed_values(key)
+        if allowed is None:
+            raise
+        raise InvalidConfigError(f"{exc.message} (allowed: {allowed})") from None
+    if isinstance(key.validator, Range):
+        try:
+            key.validator(name, value, raw)
+        except InvalidConfigError as exc:
+            raise InvalidConfigError(f"{exc.message} (allowed: {allowed_values(key)})") from None
+    elif key.validator is not None:
         key.validator(name, value, raw)
     return value
 

@@ -7,18 +7,26 @@ Settings travel in the member's ``properties`` under Confluent's names::
     auto.offset.reset            earliest | latest | none
     auto.commit.enable           bool
     fetch.min.bytes              -1 (off) .. 10,000,000
-    consumer.request.timeout.ms  int | null (null: the server's consumer.request.timeout.ms)
+    consumer.request.timeout.ms  0 .. 2^31-1 | null (null: the server's
+                                 consumer.request.timeout.ms; every wait is capped at
+                                 consumer.request.timeout.max.ms)
     franz.owner                  the principal that created it (``User:alice``)
+
+New group ids and instance names are what Kafka takes in practice (``id_problem``):
+1..249 characters of ``[A-Za-z0-9._-]``, not "." or "..". They travel in URLs, logs
+and the int16-length strings of ``__consumer_offsets`` records. Groups and instances
+that exist already are not checked again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from core.broker.errors import InvalidConsumerConfigError
+from core.broker.errors import InvalidConsumerConfigError, InvalidGroupIdError
 from core.broker.replica.batch_cache import CachedBatch
 from core.broker.replica.delayed import Flag
 from core.broker.types import TopicPartition
@@ -29,6 +37,31 @@ OFFSET_RESETS = frozenset({"earliest", "latest", "none"})
 MAX_FETCH_MIN_BYTES = 10_000_000
 OWNER_PROPERTY = "franz.owner"
 ANONYMOUS_OWNER = "User:ANONYMOUS"
+MAX_ID_LENGTH = 249
+MAX_REQUEST_TIMEOUT_MS = 2**31 - 1
+_ID = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def id_problem(kind: str, name: object) -> str | None:
+    """Why ``name`` cannot be a new group id or instance name (``kind`` says which, for
+    the message), or None: 1..249 characters of [A-Za-z0-9._-], not "." or ".."."""
+    if not isinstance(name, str) or not name:
+        return f"{kind} must not be empty"
+    if len(name) > MAX_ID_LENGTH:
+        return f"{kind} is {len(name)} characters long, more than the {MAX_ID_LENGTH} allowed"
+    if name in (".", ".."):
+        return f"{kind} {name!r} is not allowed"
+    if not _ID.fullmatch(name):
+        return (f"{kind} {name!r} contains characters other than ASCII letters, digits, "
+                f"'.', '_' and '-'")
+    return None
+
+
+def validate_group_id(group: str) -> None:
+    """InvalidGroupIdError (400 / 40002 over HTTP) for a group id no new group may have."""
+    problem = id_problem("the group id", group)
+    if problem is not None:
+        raise InvalidGroupIdError(f"Invalid group id: {problem}.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +91,9 @@ class ConsumerInstanceInfo:
         owner: str = ANONYMOUS_OWNER,
     ) -> ConsumerInstanceInfo:
         """The settings, normalised; InvalidConsumerConfigError names the bad one."""
+        problem = id_problem("the consumer instance name", instance_id)
+        if problem is not None:
+            raise InvalidConsumerConfigError(f"Invalid consumer configuration: {problem}")
         fmt = str(format).lower()
         if fmt not in FORMATS:
             raise InvalidConsumerConfigError(f"Invalid format type: {format!r}.")
@@ -72,10 +108,12 @@ class ConsumerInstanceInfo:
                 f"Invalid consumer configuration: fetch.min.bytes must lie in "
                 f"[-1, {MAX_FETCH_MIN_BYTES}] (got {fetch_min_bytes})"
             )
-        if request_timeout_ms is not None and int(request_timeout_ms) < 0:
+        if request_timeout_ms is not None and not (
+            0 <= int(request_timeout_ms) <= MAX_REQUEST_TIMEOUT_MS
+        ):
             raise InvalidConsumerConfigError(
-                f"Invalid consumer configuration: consumer.request.timeout.ms must not be "
-                f"negative (got {request_timeout_ms})"
+                f"Invalid consumer configuration: consumer.request.timeout.ms must lie in "
+                f"[0, {MAX_REQUEST_TIMEOUT_MS}] (got {request_timeout_ms})"
             )
         return cls(
             group,

@@ -43,6 +43,7 @@ from core.broker.consumer.instance import (
     ConsumerInstanceInfo,
     InstanceState,
     PolledRecords,
+    validate_group_id,
 )
 from core.broker.errors import (
     GroupAuthorizationFailedError,
@@ -59,6 +60,8 @@ from core.broker.security.principal import Principal
 from core.broker.types import TopicPartition
 from core.clock import SYSTEM_CLOCK, Clock
 from core.errors import FranzError, InvalidRequestError
+from core.storage.config import MAX_TOPIC_NAME_LENGTH, validate_topic_name
+from core.storage.errors import InvalidTopicError
 
 __all__ = ["ConsumerInstanceInfo", "ConsumerManager", "GroupDescription", "GroupSummary"]
 
@@ -67,6 +70,7 @@ log = logging.getLogger(__name__)
 DEFAULTS: Mapping[str, Any] = {
     "consumer.instance.timeout.ms": 300_000,
     "consumer.request.timeout.ms": 1_000,
+    "consumer.request.timeout.max.ms": 300_000,  # ceiling on every wait of a read
     "consumer.request.max.bytes": 64 * 1024 * 1024,
     "offset.metadata.max.bytes": 4096,
     "consumer.partition.assignment.strategy": "range",  # not a Kafka broker property
@@ -102,7 +106,9 @@ class ConsumerManager:
         self._authorize = authorize  # None: every instance may read every topic
         self.clock = clock
         self.instance_timeout_ms = int(_setting(config, "consumer.instance.timeout.ms"))
-        self.request_timeout_ms = int(_setting(config, "consumer.request.timeout.ms"))
+        self.request_timeout_max_ms = int(_setting(config, "consumer.request.timeout.max.ms"))
+        self.request_timeout_ms = min(int(_setting(config, "consumer.request.timeout.ms")),
+                                      self.request_timeout_max_ms)
         self.request_max_bytes = int(_setting(config, "consumer.request.max.bytes"))
         assignor = assignor or str(_setting(config, "consumer.partition.assignment.strategy"))
         if assignor not in ASSIGNORS:
@@ -195,7 +201,10 @@ class ConsumerManager:
         owner: str = ANONYMOUS_OWNER,
     ) -> ConsumerInstanceInfo:
         """Join ``group`` as a new instance (ConsumerAlreadyExistsError,
-        InvalidConsumerConfigError)."""
+        InvalidConsumerConfigError; InvalidGroupIdError for a group id no new group may
+        have, unless the group exists already)."""
+        if not group or await self.coordinator.group(group) is None:
+            validate_group_id(group)
         instance = name or f"rest-consumer-{uuid.uuid4()}"
         info = ConsumerInstanceInfo.validated(
             group,
@@ -242,9 +251,13 @@ class ConsumerManager:
         pattern: str | None = None,
         principal: str | None = None,
     ) -> None:
-        """Replace the subscription (``topics`` wins over ``pattern``) and rebalance."""
+        """Replace the subscription (``topics`` wins over ``pattern``) and rebalance.
+        InvalidTopicError for a name no topic may have: the names travel in the group's
+        metadata record (int16-length strings), which must stay writable."""
         if topics is None and pattern is None:
             raise InvalidRequestError("subscribe needs topics or a topic pattern")
+        for topic in topics or ():
+            _check_topic_name(topic)
         if topics is None and pattern is not None:
             try:
                 re.compile(pattern)
@@ -355,12 +368,14 @@ class ConsumerManager:
         principal: str | None = None,
     ) -> PolledRecords:
         """Records from the assigned partitions: as soon as there are any, else after
-        waiting up to the timeout (which may only shorten the instance's own)."""
+        waiting up to the timeout (which may only shorten the instance's own); never
+        longer than ``consumer.request.timeout.max.ms``."""
         member = await self._member(group, instance, principal)
         state = self._state(member, group)
         wait_ms = state.info.request_timeout_ms or self.request_timeout_ms
         if timeout_ms is not None and timeout_ms > 0:
             wait_ms = min(wait_ms, timeout_ms)
+        wait_ms = min(wait_ms, self.request_timeout_max_ms)
         cap = self.request_max_bytes
         if max_bytes is not None and max_bytes > 0:
             cap = min(cap, max_bytes)
@@ -502,6 +517,14 @@ class ConsumerManager:
 
 
 Authorize = Callable[[Principal, str, Operation, ResourceType, str], bool]
+
+
+def _check_topic_name(topic: str) -> None:
+    if len(topic) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name is invalid: a name of {len(topic)} characters is longer than the "
+            f"max allowed length {MAX_TOPIC_NAME_LENGTH}")
+    validate_topic_name(topic)
 
 
 def _check_owner(info: ConsumerInstanceInfo, principal: str | None) -> None:

@@ -155,7 +155,9 @@ class GroupRouter:
     async def poll(self, group: str, instance: str, *, timeout_ms: int | None = None,
                    max_bytes: int | None = None, principal: str) -> PolledRecords:
         # the instance's own timeout is known at the coordinator only: allow the longest
-        wait_s = (timeout_ms if timeout_ms else LONGEST_POLL_MS) / 1000
+        # (every wait is capped at consumer.request.timeout.max.ms there, as here)
+        longest = getattr(self._manager, "request_timeout_max_ms", LONGEST_POLL_MS)
+        wait_s = min(timeout_ms if timeout_ms else longest, longest) / 1000
         polled: PolledRecords = await self._call(
             "poll", group, wait_s=wait_s, instance=instance, principal=principal,
             timeout_ms=timeout_ms, max_bytes=max_bytes)
