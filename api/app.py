@@ -24,6 +24,7 @@ from api.hot_routes import HotRoutesMiddleware, api_routes, hot_routes
 from api.metrics import install_metrics
 from api.openapi import install_openapi
 from api.render_cache import RenderCache
+from api.request_limits import RequestLimitsMiddleware, body_limits
 from api.responses import KafkaV2Response
 from api.security.authentication import AuthenticationMiddleware
 from api.security.authorization import authorize_route, check_route, missing_rules
@@ -80,6 +81,8 @@ def create_app(broker: Broker) -> FastAPI:
                        routes=hot_routes(app.routes), check=check_route)
     # every request gets its principal before any route runs (401 when it cannot)
     app.add_middleware(AuthenticationMiddleware)
+    # body size limits, before authentication and any route (api.request_limits)
+    app.add_middleware(RequestLimitsMiddleware, **body_limits(broker))
     install_metrics(app)  # GET /metrics and the request-metrics middleware
     install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS})
     return app
