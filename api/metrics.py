@@ -182,6 +182,21 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily(
             "franz_replicamanager_leadercount", "Partitions led by this broker", value=leaders
         )
+        offline = [tp for tp, p in sorted(partitions.items()) if p.offline]
+        yield GaugeMetricFamily(
+            "franz_replicamanager_offlinereplicacount",
+            "Replicas hosted by this broker whose log could not be loaded (they answer "
+            "KAFKA_STORAGE_ERROR until the broker restarts with the directory repaired)",
+            value=len(offline),
+        )
+        offline_family = GaugeMetricFamily(
+            "franz_replica_offline",
+            "1 for each replica of this broker whose log is offline",
+            labels=["topic", "partition"],
+        )
+        for tp in offline:
+            offline_family.add_metric([tp.topic, str(tp.partition)], 1)
+        yield offline_family
         for name, attr, doc in (
             ("isrshrinks", "isr_shrinks", "ISR shrinks of partitions led by this broker"),
             ("isrexpands", "isr_expands", "ISR expansions of partitions led by this broker"),

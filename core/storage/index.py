@@ -19,10 +19,23 @@ increasing), and recovery rebuilds every index from the log anyway. Entries only
 relative offsets strictly increase in both indexes, and time-index timestamps strictly
 increase. Lookups binary-search for the largest entry <= the target, probing the last
 8 KiB of entries first (tail reads keep hitting the same pages).
+
+Disk space: the preallocation is sparse (``ftruncate``), so the first write to a page
+of the mapping is what allocates its block, and on a full disk the kernel answers that
+write with SIGBUS, which kills the process. So before an entry is written, the bytes
+up to the next ``RESERVE_CHUNK`` boundary past it get real blocks
+(``posix_fallocate``, on a short-lived descriptor); the whole ``segment.index.bytes``
+is never reserved up front. When the reservation fails (ENOSPC, EDQUOT, EIO) the
+entry is **skipped**: the index is sparse by design, a missing entry only makes the
+forward scan from the previous one longer, and the append that wanted it has already
+written its batch (a disk that is really full refuses the ``.log`` write first, with
+KafkaStorageError). Nothing is ever written to a page that has no block.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import mmap
 import operator
 import os
@@ -34,12 +47,22 @@ from pathlib import Path
 
 from core.storage.errors import CorruptIndexError, NonMonotonicAppendError
 
+log = logging.getLogger(__name__)
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _WARM_BYTES = 8192
 MAX_RELATIVE_OFFSET = 2**31 - 1
+#: Bytes of an index given real blocks at a time, ahead of the write position (1024
+#: offset entries: one reservation per ~4 MiB of log at the default index.interval.bytes).
+RESERVE_CHUNK = 8192
+_PAGE = mmap.PAGESIZE
+#: posix_fallocate errors meaning "this file system cannot reserve": writes go ahead
+#: unprotected, as before (glibc already emulates fallocate where the kernel lacks it).
+_NO_FALLOCATE = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
+_UNLIMITED = 1 << 62
 
 
 class _MappedIndex:
@@ -57,6 +80,13 @@ class _MappedIndex:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self._mm: mmap.mmap | None = None
+        # [0, _reserved) of the file is known to have real blocks (reserved by this
+        # object). 0 on open: an existing file may be sparse (left untrimmed by a crash),
+        # and re-reserving blocks a file already has is a cheap no-op.
+        self._reserved = 0
+        self._backed_entries = 0  # entries that fit in [0, _reserved): the append's test
+        self._can_reserve = True
+        self._reserve_failing = False
         created = not path.exists()
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -113,6 +143,10 @@ class _MappedIndex:
             os.close(fd)
         self._length = rounded
         self._max_entries = rounded // self.ENTRY_SIZE
+        self._reserved = min(self._reserved, rounded)
+        self._backed_entries = (
+            self._reserved // self.ENTRY_SIZE if self._can_reserve else _UNLIMITED
+        )
         return True
 
     def trim_to_valid_size(self) -> None:
@@ -125,6 +159,58 @@ class _MappedIndex:
 
     def _truncate_to_entries(self, entries: int) -> None:
         self._entries = min(self._entries, max(0, entries))
+
+    # --- disk space ------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """``<topic>-<partition>/<file>``: how messages name the file (never the
+        absolute path, which may reach clients)."""
+        return f"{self.path.parent.name}/{self.path.name}"
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Bytes at the front of the file this index has given real blocks."""
+        return self._reserved
+
+    def _ensure_backed(self, end: int) -> bool:
+        """Give bytes ``[0, end)`` of the file real blocks before the mapping writes
+        there, reserving up to the next ``RESERVE_CHUNK`` boundary (never past the
+        file's length). False when the disk refuses: the caller must not write."""
+        if end <= self._reserved:
+            return True
+        if not self._can_reserve:
+            self._backed_entries = _UNLIMITED  # never asked again
+            return True
+        start = self._reserved // _PAGE * _PAGE
+        stop = min(self._length, -(-end // RESERVE_CHUNK) * RESERVE_CHUNK)
+        if stop < end:
+            return False  # beyond the file: the caller's bug, never write there
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.posix_fallocate(fd, start, stop - start)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if exc.errno in _NO_FALLOCATE:
+                log.warning("%s: the file system cannot reserve index blocks (%s); index "
+                            "writes are not protected against a full disk", self.name,
+                            exc.strerror)
+                self._can_reserve = False
+                self._backed_entries = _UNLIMITED
+                return True
+            if not self._reserve_failing:
+                log.warning("%s: cannot reserve index space (%s); index entries are skipped "
+                            "until there is room", self.name, exc.strerror)
+                self._reserve_failing = True
+            return False
+        if self._reserve_failing:
+            log.info("%s: index space reserved again", self.name)
+            self._reserve_failing = False
+        self._reserved = stop
+        self._backed_entries = stop // self.ENTRY_SIZE
+        return True
 
     # --- file handling ---------------------------------------------------------------
 
@@ -176,13 +262,13 @@ class _MappedIndex:
 
     def _require_mapped(self) -> mmap.mmap:
         if self._mm is None:
-            raise ValueError(f"index {self.path} is closed or has no room")
+            raise ValueError(f"index {self.name} is closed or has no room")
         return self._mm
 
     def _check_length(self) -> None:
         if self._length % self.ENTRY_SIZE:
             raise CorruptIndexError(
-                f"index file {self.path} has length {self._length}, "
+                f"index file {self.name} has length {self._length}, "
                 f"not a multiple of the entry size {self.ENTRY_SIZE}"
             )
 
@@ -221,20 +307,23 @@ class OffsetIndex(_MappedIndex):
         """Add ``(offset, position)``; offsets must strictly increase."""
         if self._entries and offset <= self.last_offset:
             raise NonMonotonicAppendError(
-                f"attempt to append offset {offset} at position {position} to {self.path}, "
+                f"attempt to append offset {offset} at position {position} to {self.name}, "
                 f"no larger than its last offset {self.last_offset}"
             )
         rel = offset - self.base_offset
         if not 0 <= rel <= MAX_RELATIVE_OFFSET:
             raise ValueError(
-                f"offset {offset} does not fit index {self.path} (base {self.base_offset})"
+                f"offset {offset} does not fit index {self.name} (base {self.base_offset})"
             )
         if self.is_full():
             raise ValueError(
-                f"attempt to append to a full index {self.path} ({self._entries} entries)"
+                f"attempt to append to a full index {self.name} ({self._entries} entries)"
             )
-        _OFFSET_ENTRY.pack_into(self._require_mapped(), self._entries * 8, rel, position)
-        self._entries += 1
+        n = self._entries
+        if n >= self._backed_entries and not self._ensure_backed(n * 8 + 8):
+            return  # no block for the page: skip the entry (see the module docstring)
+        _OFFSET_ENTRY.pack_into(self._require_mapped(), n * 8, rel, position)
+        self._entries = n + 1
 
     def lookup(self, target: int) -> tuple[int, int]:
         """Largest ``(offset, position)`` entry with offset <= target, else (base, 0)."""
@@ -261,9 +350,9 @@ class OffsetIndex(_MappedIndex):
             ints.byteswap()
         rel, pos = ints[0::2], ints[1::2]
         if rel[0] < 0 or not _strictly_increasing(rel):
-            raise CorruptIndexError(f"offset index {self.path} has offsets that do not increase")
+            raise CorruptIndexError(f"offset index {self.name} has offsets that do not increase")
         if pos[0] < 0 or not _strictly_increasing(pos):
-            raise CorruptIndexError(f"offset index {self.path} has positions that do not increase")
+            raise CorruptIndexError(f"offset index {self.name} has positions that do not increase")
 
 
 class TimeIndex(_MappedIndex):
@@ -292,24 +381,29 @@ class TimeIndex(_MappedIndex):
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         """Add ``(timestamp, offset)`` if ``timestamp`` is above the last entry's."""
         if not skip_full_check and self.is_full():
-            raise ValueError(f"attempt to append to a full time index {self.path}")
+            raise ValueError(f"attempt to append to a full time index {self.name}")
         last_ts, last_off = self.last_entry()
         if timestamp <= last_ts:
             return
         if self._entries and offset < last_off:
             raise NonMonotonicAppendError(
-                f"attempt to append offset {offset} to time index {self.path}, "
+                f"attempt to append offset {offset} to time index {self.name}, "
                 f"below its last offset {last_off}"
             )
         rel = offset - self.base_offset
         if not 0 <= rel <= MAX_RELATIVE_OFFSET:
             raise ValueError(
-                f"offset {offset} does not fit index {self.path} (base {self.base_offset})"
+                f"offset {offset} does not fit index {self.name} (base {self.base_offset})"
             )
-        if self._entries >= self._max_entries:  # the forced final entry of a trimmed file
-            self.resize(self._length + self.ENTRY_SIZE)
-        _TIME_ENTRY.pack_into(self._require_mapped(), self._entries * 12, timestamp, rel)
-        self._entries += 1
+        n = self._entries
+        # the forced final entry of a trimmed file grows it by one entry first
+        grown = n >= self._max_entries and self.resize(self._length + self.ENTRY_SIZE)
+        if n >= self._backed_entries and not self._ensure_backed(n * 12 + 12):
+            if grown:
+                self.trim_to_valid_size()
+            return  # no block for the page: skip the entry (see the module docstring)
+        _TIME_ENTRY.pack_into(self._require_mapped(), n * 12, timestamp, rel)
+        self._entries = n + 1
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """Largest ``(timestamp, offset)`` entry with timestamp <= target, else (-1, base)."""
@@ -333,6 +427,6 @@ class TimeIndex(_MappedIndex):
         stamps = [ts for ts, _ in rows]
         rels = [rel for _, rel in rows]
         if not _strictly_increasing(stamps):
-            raise CorruptIndexError(f"time index {self.path} has timestamps that do not increase")
+            raise CorruptIndexError(f"time index {self.name} has timestamps that do not increase")
         if rels[0] < 0 or not _non_decreasing(rels):
-            raise CorruptIndexError(f"time index {self.path} has offsets that decrease")
+            raise CorruptIndexError(f"time index {self.name} has offsets that decrease")

@@ -21,22 +21,30 @@ does to fsync off the event loop and group concurrent appends.
 Deleted segments are renamed to ``.deleted`` and removed immediately, not after
 ``file.delete.delay.ms``: nothing in franz reads a deleted segment through an old
 handle (reads go through this object), so there is nothing to wait for.
+
+A log that exists on disk but cannot be loaded (a file unreadable, the log corrupt
+below its tail: ``core.storage.log_loader``) opens as an ``OfflinePartitionLog``: its
+files are left exactly as they are, every read and write of it raises
+KafkaStorageError (Kafka's KAFKA_STORAGE_ERROR), its checkpointed recovery point and
+log start are kept for the next start, and the broker goes on with its other logs.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+import os
 import random
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from core.clock import Clock
+from core.errors import FranzError
 from core.storage import log_loader
-from core.storage.errors import OffsetOutOfRangeError
+from core.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from core.storage.leader_epoch import LeaderEpochCache
 from core.storage.log_loader import fsync_dir
 from core.storage.log_validator import (
@@ -97,6 +105,11 @@ class PartitionLog:
     ``delete``) are plain methods the broker runs off the event loop.
     """
 
+    #: True for an ``OfflinePartitionLog`` (the log could not be loaded).
+    offline = False
+    #: Why it is offline, naming the partition and never a file path.
+    offline_reason: str | None = None
+
     def __init__(
         self,
         directory: Path,
@@ -139,20 +152,70 @@ class PartitionLog:
         clock: Clock,
         on_roll: RollCallback | None = None,
     ) -> PartitionLog:
-        """Load ``directory`` (created if missing); see ``core.storage.log_loader``."""
+        """Load ``directory`` (created if missing); see ``core.storage.log_loader``.
+
+        A log that is on disk (its directory holds files) and cannot be loaded comes
+        back as an ``OfflinePartitionLog``, its files untouched; creating a new log
+        (no directory, or an empty one) that fails raises KafkaStorageError naming the
+        partition."""
+        existed = _holds_files(directory)
+        try:
+            return cls._load(
+                directory, config, recovery_point=recovery_point,
+                log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
+                clock=clock, on_roll=on_roll,
+            )  # fmt: skip
+        except Exception as exc:
+            reason = describe_storage_failure(exc, directory)
+            if not existed:
+                raise KafkaStorageError(
+                    f"cannot create the log of {directory.name}: {reason}"
+                ) from exc
+            log.error(
+                "%s is OFFLINE: its log could not be loaded (%s). The broker serves its "
+                "other partitions; this one answers KAFKA_STORAGE_ERROR until its directory "
+                "is repaired and the broker restarted", directory.name, reason,
+                exc_info=not isinstance(exc, log_loader.LogLoadError),
+            )  # fmt: skip
+            return OfflinePartitionLog(
+                directory, config, recovery_point=recovery_point,
+                log_start_offset=log_start_offset, clock=clock, reason=reason,
+            )  # fmt: skip
+
+    @classmethod
+    def _load(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int,
+        log_start_offset: int,
+        clean_shutdown: bool,
+        clock: Clock,
+        on_roll: RollCallback | None,
+    ) -> PartitionLog:
         segments, epochs = log_loader.load_segments(
             directory, config, clock=clock, recovery_point=recovery_point,
             log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
         )  # fmt: skip
-        plog = cls(
-            directory, config, segments=segments, log_start_offset=log_start_offset,
-            recovery_point=recovery_point, epoch_cache=epochs, clock=clock, on_roll=on_roll,
-        )  # fmt: skip
+        try:
+            plog = cls(
+                directory, config, segments=segments, log_start_offset=log_start_offset,
+                recovery_point=recovery_point, epoch_cache=epochs, clock=clock, on_roll=on_roll,
+            )  # fmt: skip
+        except BaseException:
+            log_loader.release_segments(segments)
+            raise
         if clean_shutdown:
             plog.recovery_point = plog.log_end_offset
-        epochs.truncate_from_end(plog.log_end_offset + 1)  # keeps a new leader's (epoch, LEO)
-        epochs.truncate_from_start(plog.log_start_offset)
-        epochs.flush()
+        try:
+            epochs.truncate_from_end(plog.log_end_offset + 1)  # keeps a new leader's (epoch, LEO)
+            epochs.truncate_from_start(plog.log_start_offset)
+            epochs.flush()
+        except (OSError, StorageError) as exc:  # e.g. a full disk: the cache is right in memory
+            log.warning("%s: cannot write the leader epoch checkpoint (%s); it is written "
+                        "with the next epoch change", directory.name,
+                        describe_storage_failure(exc, directory))
         log.info(
             "loaded %s: segments=%d log_start=%d leo=%d recovery_point=%d",
             directory.name, len(segments), plog.log_start_offset, plog.log_end_offset, plog.recovery_point,
@@ -510,4 +573,127 @@ class PartitionLog:
         """Release the files and remove the whole partition directory."""
         for seg in self.segments:
             seg.delete()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _holds_files(directory: Path) -> bool:
+    """Whether ``directory`` holds anything (a log to load, not one to create); an
+    unreadable directory counts as holding files (it must not be recreated empty)."""
+    try:
+        return any(True for _ in directory.iterdir())
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+
+
+def describe_storage_failure(exc: BaseException, directory: Path) -> str:
+    """``exc`` in words for people and clients: the partition directory's name and the
+    file's own name, never an absolute path."""
+    if isinstance(exc, OSError) and exc.strerror:
+        name = os.path.basename(str(exc.filename)) if exc.filename else ""
+        return f"{exc.strerror}: {name}" if name else exc.strerror
+    text = exc.message if isinstance(exc, FranzError) else (str(exc) or type(exc).__name__)
+    for prefix in {str(directory.parent), str(directory.parent.resolve())}:
+        text = text.replace(prefix + os.sep, "")
+    return text
+
+
+class _OfflineSegment:
+    """What maintenance passes (retention, compaction, checkpoints) see of an offline
+    log: one empty segment, so they find nothing to do."""
+
+    suffix = ""
+    size = 0
+    max_timestamp = -1
+    first_batch_timestamp: int | None = None
+
+    def __init__(self, base_offset: int) -> None:
+        self.base_offset = base_offset
+        self.max_timestamp_offset = base_offset
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _DetachedEpochCache(LeaderEpochCache):
+    """An offline log's leader-epoch cache: in memory only; its checkpoint file is never
+    read (it may be what failed) nor written."""
+
+    def flush(self) -> None:
+        pass
+
+
+class OfflinePartitionLog(PartitionLog):
+    """A partition log that could not be loaded (Kafka: a replica on an offline log
+    dir). Nothing on disk is touched: reads, appends, truncations and rolls raise
+    KafkaStorageError naming the partition; flush and close do nothing; the
+    checkpointed ``recovery_point`` and ``log_start_offset`` are kept, so the
+    checkpoints written at shutdown send the next start through the same load. ``delete``
+    (the topic was deleted) removes the directory."""
+
+    offline = True
+
+    def __init__(  # noqa: PLR0913 - mirrors PartitionLog.open
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int,
+        log_start_offset: int,
+        clock: Clock,
+        reason: str,
+    ) -> None:
+        self.dir = directory
+        self.topic, self.partition = log_loader.parse_topic_partition(directory.name)
+        self.config = config
+        self.offline_reason = reason
+        self.segments = [_OfflineSegment(0)]  # type: ignore[list-item]
+        self._bases = [0]
+        self._clock = clock
+        self._rng = random.Random()
+        self.on_roll = None
+        self.leader_epoch_cache = _DetachedEpochCache(directory)
+        self.log_start_offset = max(0, log_start_offset)
+        self.log_end_offset = max(recovery_point, self.log_start_offset)
+        self.recovery_point = recovery_point
+        self.size_in_bytes = 0
+        self.last_flush_ms = clock.now_ms()
+        self._dir_dirty = False
+
+    def storage_error(self) -> KafkaStorageError:
+        return KafkaStorageError(
+            f"{self._where()} is offline on this broker: its log could not be loaded "
+            f"({self.offline_reason})"
+        )
+
+    def _refuse(self, *_args: object, **_kwargs: object) -> NoReturn:
+        raise self.storage_error()
+
+    append_as_leader = _refuse  # type: ignore[assignment]
+    append_as_follower = _refuse  # type: ignore[assignment]
+    read = _refuse  # type: ignore[assignment]
+    offset_for_timestamp = _refuse  # type: ignore[assignment]
+    truncate_to = _refuse  # type: ignore[assignment]
+    truncate_fully_and_start_at = _refuse  # type: ignore[assignment]
+    roll = _refuse  # type: ignore[assignment]
+    replace_segments = _refuse  # type: ignore[assignment]
+    maybe_increment_log_start_offset = _refuse  # type: ignore[assignment]
+
+    def delete_segments(self, segments: list[LogSegment], *, reason: str) -> None:
+        pass
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        self.last_flush_ms = self._clock.now_ms()
+
+    def close(self) -> None:
+        pass
+
+    def delete(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -14,6 +14,18 @@ Steps, in order:
    the recovery point, then every segment from the one containing the recovery point
    to the end is recovered (``LogSegment.recover``); at the first invalid or partial
    batch that segment is truncated and all later segments are deleted.
+4. The clean-shutdown marker is not trusted blindly: after a clean shutdown the tail of
+   the active segment (from the batch of its last index entry, or of the recovery
+   point when that is lower) is still checked, framing and CRC-32C; a damaged tail is
+   recovered as after a crash (the segment truncated at its first bad batch, logged
+   with the partition's name), so nothing is ever appended after bad bytes.
+
+Only the tail may be cut: the active segment after a clean shutdown, the segments from
+the recovery point on after an unclean one. A segment below that whose index must be
+rebuilt is first checked without changing it; if its batches are bad the log is
+**corrupt below its tail** and ``LogLoadError`` is raised with nothing truncated, as for
+any file that cannot be read: the caller (``PartitionLog.open``) takes that partition
+offline and the broker serves the others.
 """
 
 from __future__ import annotations
@@ -25,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.clock import Clock
-from core.storage.errors import CorruptCheckpointError, CorruptIndexError
+from core.storage.errors import CorruptCheckpointError, CorruptIndexError, KafkaStorageError
 from core.storage.leader_epoch import LeaderEpochCache
 from core.storage.segment import (
     CLEANED_SUFFIX,
@@ -42,6 +54,11 @@ if TYPE_CHECKING:
     from core.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
+
+
+class LogLoadError(KafkaStorageError):
+    """A partition's log cannot be loaded: a file is unreadable or the log is corrupt
+    below its tail. Its message names the topic-partition, never a file path."""
 
 
 def parse_topic_partition(dir_name: str) -> tuple[str, int]:
@@ -73,21 +90,53 @@ def load_segments(
     except (CorruptCheckpointError, ValueError) as exc:
         log.warning("%s; rebuilding the leader epoch cache from the log", exc)
         epochs, rebuild_epochs = LeaderEpochCache(directory), True
-    segments = open_segments(directory, config, clock=clock)
-    segments = recover_segments(
-        segments, config, recovery_point=recovery_point,
-        clean_shutdown=clean_shutdown, epochs=epochs,
-    )  # fmt: skip
-    if not segments:
-        segments = [LogSegment.open(directory, log_start_offset, config, clock=clock)]
-    if rebuild_epochs:
-        for seg in segments:
-            for _, header in seg.iter_batches():
-                epoch = header.partition_leader_epoch
-                if epoch >= 0 and epoch > epochs.latest_epoch:
-                    epochs.assign(epoch, header.base_offset, flush=False)
-    segments[-1].resize_indexes(config.segment_index_bytes)
+    present = {p.name for p in directory.iterdir()}
+    try:
+        segments = open_segments(directory, config, clock=clock)
+    except BaseException:
+        _remove_created_indexes(directory, present)
+        raise
+    try:
+        segments = recover_segments(
+            segments, config, recovery_point=recovery_point,
+            clean_shutdown=clean_shutdown, epochs=epochs,
+        )  # fmt: skip
+        if not segments:
+            segments = [LogSegment.open(directory, log_start_offset, config, clock=clock)]
+        if rebuild_epochs:
+            for seg in segments:
+                for _, header in seg.iter_batches():
+                    epoch = header.partition_leader_epoch
+                    if epoch >= 0 and epoch > epochs.latest_epoch:
+                        epochs.assign(epoch, header.base_offset, flush=False)
+        segments[-1].resize_indexes(config.segment_index_bytes)
+    except BaseException:
+        release_segments(segments)
+        _remove_created_indexes(directory, present)
+        raise
     return segments, epochs
+
+
+def _remove_created_indexes(directory: Path, present: set[str]) -> None:
+    """After a failed load: delete the index files opening the segments created, so the
+    directory is left as it was found (and the next load sees the indexes missing)."""
+    try:
+        for path in directory.iterdir():
+            if path.name not in present and path.name.endswith((INDEX_EXT, TIME_INDEX_EXT)):
+                path.unlink(missing_ok=True)
+    except OSError:
+        log.warning("%s: cannot remove the index files of a failed load", directory.name,
+                    exc_info=True)
+
+
+def release_segments(segments: list[LogSegment]) -> None:
+    """Close segments a failed load opened (errors are logged: the load already failed)."""
+    for seg in segments:
+        try:
+            seg.close()
+        except Exception:  # noqa: BLE001 - best effort, the load's own error is raised
+            log.warning("%s: closing segment %d after a failed load failed too",
+                        seg.dir.name, seg.base_offset, exc_info=True)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -168,15 +217,53 @@ def open_segments(directory: Path, config: LogConfig, *, clock: Clock) -> list[L
     return segments
 
 
-def check_or_rebuild(segment: LogSegment, config: LogConfig, epochs: EpochSink | None) -> None:
-    """Sanity-check the indexes; rebuild them from the ``.log`` if they fail."""
+def check_or_rebuild(
+    segment: LogSegment, config: LogConfig, epochs: EpochSink | None, *, may_truncate: bool = True
+) -> None:
+    """Sanity-check the indexes; rebuild them from the ``.log`` if they fail. A segment
+    below the log's tail (``may_truncate`` False) is checked first and never cut:
+    LogLoadError when its batches are bad."""
     try:
         segment.sanity_check()
     except CorruptIndexError as exc:
-        log.warning("rebuilding the indexes of %s: %s", segment.log_path, exc)
+        log.warning("%s: rebuilding the indexes of segment %d: %s", segment.dir.name,
+                    segment.base_offset, exc)
+        if not may_truncate:
+            bad = segment.check_batches()
+            if bad is not None:
+                raise LogLoadError(
+                    f"{segment.dir.name}: segment {segment.base_offset} is corrupt below the "
+                    f"log's tail ({bad[1]}); nothing was truncated"
+                ) from exc
         truncated = segment.recover(config.max_message_bytes, leader_epoch_cache=epochs)
         if truncated:
-            log.warning("rebuilding %s also truncated %d bytes", segment.log_path, truncated)
+            log.warning("%s: rebuilding segment %d also truncated %d bytes", segment.dir.name,
+                        segment.base_offset, truncated)
+
+
+def check_active_tail(
+    segment: LogSegment, config: LogConfig, epochs: EpochSink | None, *, recovery_point: int
+) -> int:
+    """Step 4: check the active segment from its last index entry (or the recovery
+    point's entry, when lower) to the end; recover the segment if anything there is bad.
+    Returns the bytes truncated."""
+    last_offset, start = segment.offset_index.last_entry()
+    expect: int | None = last_offset if segment.offset_index.entries else None
+    if segment.base_offset <= recovery_point < last_offset:
+        rp_offset, rp_start = segment.offset_index.lookup(recovery_point)
+        if rp_start < start:
+            start, expect = rp_start, (rp_offset if rp_start else None)
+    bad = segment.check_batches(start, expect_last_offset=expect)
+    if bad is None:
+        return 0
+    log.warning(
+        "%s: the active segment %d has a damaged tail although the broker shut down "
+        "cleanly (%s); recovering it", segment.dir.name, segment.base_offset, bad[1],
+    )  # fmt: skip
+    truncated = segment.recover(config.max_message_bytes, leader_epoch_cache=epochs)
+    log.warning("%s: %d bytes after the last valid batch of segment %d were dropped",
+                segment.dir.name, truncated, segment.base_offset)
+    return truncated
 
 
 def recover_segments(
@@ -187,23 +274,26 @@ def recover_segments(
     clean_shutdown: bool,
     epochs: EpochSink | None,
 ) -> list[LogSegment]:
-    """Step 3: returns the segments that survive (later ones are deleted)."""
+    """Steps 3 and 4: returns the segments that survive (later ones are deleted)."""
     if clean_shutdown:
-        for seg in segments:
-            check_or_rebuild(seg, config, epochs)
+        for seg in segments[:-1]:
+            check_or_rebuild(seg, config, epochs, may_truncate=False)
+        if segments:
+            check_or_rebuild(segments[-1], config, epochs)
+            check_active_tail(segments[-1], config, epochs, recovery_point=recovery_point)
         return segments
     first_unflushed = max(
         0, bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1
     )
     for seg in segments[:first_unflushed]:
-        check_or_rebuild(seg, config, epochs)
+        check_or_rebuild(seg, config, epochs, may_truncate=False)
     for i in range(first_unflushed, len(segments)):
         truncated = segments[i].recover(config.max_message_bytes, leader_epoch_cache=epochs)
         if truncated:
             doomed = segments[i + 1 :]
             log.warning(
-                "recovery truncated %d bytes of %s; deleting %d later segments",
-                truncated, segments[i].log_path, len(doomed),
+                "%s: recovery truncated %d bytes of segment %d; deleting %d later segments",
+                segments[i].dir.name, truncated, segments[i].base_offset, len(doomed),
             )  # fmt: skip
             for seg in doomed:
                 seg.delete()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from core.clock import Clock
-from core.storage.batch import HEADER_SIZE, BatchHeader, parse_header
+from core.storage.batch import HEADER_SIZE, BatchHeader, is_crc_valid, parse_header
 from core.storage.batch_scan import (
     Frame,
     scan_frames,
@@ -371,14 +371,48 @@ class LogSegment:
 
     # --- recovery and truncation ---------------------------------------------------
 
+    @property
+    def name(self) -> str:
+        """``<topic>-<partition>/<base>.log``: how messages name the segment (never the
+        absolute path, which may reach clients)."""
+        return f"{self.dir.name}/{self.log_path.name}"
+
     def sanity_check(self) -> None:
         """CorruptIndexError if an index is missing or malformed (then rebuild it)."""
         if self.indexes_missing:
-            raise CorruptIndexError(f"an index of {self.log_path} is missing")
+            raise CorruptIndexError(f"an index of {self.name} is missing")
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
         if self.offset_index.entries and self.offset_index.last_entry()[1] >= self.size:
-            raise CorruptIndexError(f"offset index of {self.log_path} points past the log end")
+            raise CorruptIndexError(f"offset index of {self.name} points past the log end")
+
+    def check_batches(
+        self, start: int = 0, *, expect_last_offset: int | None = None
+    ) -> tuple[int, str] | None:
+        """Validate, without changing anything, every batch from byte ``start`` (a batch
+        boundary) to the end of the ``.log``: framing (sane header, whole batch inside
+        the file), CRC-32C, offsets above the previous batch and inside the segment, and,
+        when given, ``expect_last_offset`` as the first batch's last offset (what the
+        index entry pointing at ``start`` says). None when all is well, else the position
+        of the first bad or partial batch and why (recovery truncates there)."""
+        expected, end = self.base_offset, start
+        try:
+            for pos, header in self._scan(start):
+                if pos == start and expect_last_offset is not None \
+                        and header.last_offset != expect_last_offset:
+                    return pos, (f"the index says the batch at byte {pos} ends at offset "
+                                 f"{expect_last_offset}, it ends at {header.last_offset}")
+                if header.base_offset < expected or \
+                        header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                    return pos, f"out-of-order offsets in the batch at byte {pos}"
+                if not is_crc_valid(self.read_batch(pos, header), 0, header):
+                    return pos, f"CRC mismatch in the batch at byte {pos}"
+                expected, end = header.next_offset, pos + header.size
+        except CorruptRecordError as exc:
+            return end, f"bad batch header at byte {end}: {exc}"
+        if end < self.size:
+            return end, f"partial batch at byte {end} ({self.size - end} bytes to the end)"
+        return None
 
     def recover(
         self, max_message_bytes: int, *, leader_epoch_cache: EpochSink | None = None
@@ -413,7 +447,10 @@ class LogSegment:
             valid, next_offset = pos + header.size, header.next_offset
         truncated = file_size - valid
         if truncated:
-            log.warning("truncating %s at byte %d (%d bytes)", self.log_path, valid, truncated)
+            log.warning(
+                "%s: truncating segment %d at byte %d: %d bytes from the first invalid or "
+                "partial batch on are dropped", self.dir.name, self.base_offset, valid, truncated,
+            )  # fmt: skip
             os.ftruncate(self._fd, valid)
         self.size, self._next_offset, self._last_frame = valid, next_offset, None
         self.on_become_inactive()  # final time-index entry, trimmed indexes

@@ -81,7 +81,8 @@ class ReplicaFetcherManager:
             return
         tp = p.tp
         hosted = self.partitions.get(tp) is p
-        source = p.leader_id if hosted and not p.is_leader and p.leader_id >= 0 else None
+        source = (p.leader_id if hosted and not p.is_leader and p.leader_id >= 0
+                  and not p.offline else None)
         for sid, fetcher in list(self.fetchers.items()):
             if sid != source:
                 fetcher.remove(tp)
@@ -175,7 +176,8 @@ class ReplicaFetcher:
         out = []
         for tp in sorted(self.partitions):
             p = self.m.partitions.get(tp)
-            if p is not None and not p.is_leader and p.leader_id == self.source:
+            if p is not None and not p.is_leader and p.leader_id == self.source \
+                    and not p.offline:
                 out.append((tp, p))
         return out
 

@@ -9,6 +9,11 @@ It owns both sides of replication: as leader it serves follower fetches and expa
 shrinks the ISR (written through ``IsrStore``, checked every ``lag_time_max_ms / 2``);
 as follower its ``ReplicaFetcherManager`` (when it has a fetch client: any broker that
 may have peers) fetches from the leaders.
+
+A replica whose log could not be loaded is hosted offline (``Partition.offline``): it
+answers every read, append and offsets request with KafkaStorageError (Kafka's
+KAFKA_STORAGE_ERROR, also to follower fetches), is never fetched for, and is counted
+by ``offline_partitions`` (the metrics' offline gauges).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from core.clock import Clock
 from core.errors import FranzError
 from core.storage.blocking import run_blocking
 from core.storage.config import LogConfig
-from core.storage.errors import OffsetOutOfRangeError
+from core.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from core.storage.log import AppendInfo, FetchData
 from core.storage.log_manager import LogManager
 
@@ -143,8 +148,14 @@ class ReplicaManager:
             raise UnknownTopicOrPartitionError(f"this broker hosts no replica of {tp[0]}-{tp[1]}")
         return p
 
+    def offline_partitions(self) -> list[TopicPartition]:
+        """The hosted replicas whose log could not be loaded, sorted."""
+        return sorted(tp for tp, p in self.partitions.items() if p.offline)
+
     def leader_partition(self, tp: TopicPartition) -> Partition:
         p = self.get_partition(tp)
+        if p.offline and p.is_leader:
+            raise p.storage_error()
         if not p.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {tp[0]}-{tp[1]}")
         return p
@@ -367,6 +378,8 @@ class ReplicaManager:
         p = self.partitions.get(TopicPartition(topic, partition))
         if p is None:
             return ReplicaFetchResult(topic, partition, UnknownTopicOrPartitionError.error_code)
+        if p.offline:
+            return ReplicaFetchResult(topic, partition, KafkaStorageError.error_code)
         lso, leo = p.log.log_start_offset, p.log.log_end_offset
         code = p.check_fetch_epoch(leader_epoch)
         if code:

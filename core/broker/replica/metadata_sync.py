@@ -6,15 +6,22 @@ topic's assignment, partition states (leader, epoch, ISR) and configs go to the
 ``MetadataCache``, and every partition with a replica here takes its role in the
 ``ReplicaManager`` (created, made leader or follower, or stopped and deleted). Syncs of
 one topic are serialized, so an older read never overwrites a newer one. Event-loop only.
+
+A partition this broker leads whose local log is offline (it could not be loaded) is
+cached as Kafka shows an offline partition: no leader (-1) and an empty ISR, so
+describing it (the v3 partition API and what reads it) and the active
+controller's offline-partitions gauge tell the truth. Only the cache is changed, never
+the store: the replica keeps its role and answers KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 
 from core.broker.metadata.cache import MetadataCache, TopicMetadata
-from core.broker.metadata.store import MetadataStore
+from core.broker.metadata.store import MetadataStore, PartitionState
 from core.broker.replica.manager import ReplicaManager
 from core.broker.types import TopicPartition
 from core.storage.config import LogConfig
@@ -64,7 +71,6 @@ class MetadataSync:
             configs = await self._store.get_topic_configs(name)
             states = await self._store.get_partition_states(name)
             log_config = LogConfig.from_overrides(configs, self._log_defaults)
-            meta = TopicMetadata(assignment, states, configs, log_config)
             rm.update_config(name, log_config)
             for i, (p, replicas) in enumerate(assignment.partitions.items()):
                 state = states.get(p)
@@ -72,8 +78,21 @@ class MetadataSync:
                     rm.apply_partition_state(TopicPartition(name, p), state, replicas, log_config)
                 if i % _PARTITIONS_PER_SLICE == _PARTITIONS_PER_SLICE - 1:
                     await asyncio.sleep(0)  # thousands of new logs must not stall the loop
+            meta = TopicMetadata(assignment, self._offline_view(name, states), configs, log_config)
             self._cache.put_topic(name, meta)
             return meta
+
+    def _offline_view(self, name: str, states: dict[int, PartitionState]) -> dict[int, PartitionState]:
+        """``states`` with the partitions led here whose log is offline shown leaderless."""
+        rm = self._replicas
+        out = states
+        for p, state in states.items():
+            replica = rm.partitions.get(TopicPartition(name, p))
+            if replica is not None and replica.offline and state.leader == rm.broker_id:
+                if out is states:
+                    out = dict(states)
+                out[p] = dataclasses.replace(state, leader=-1, isr=())
+        return out
 
     def delete_stray_logs(self) -> None:
         """Delete local logs no assignment gives this broker (see ReplicaManager)."""

@@ -10,11 +10,27 @@ below the HW only.
 
 Not thread-safe: all calls come from the event loop. Log writes happen inline (page
 cache); fsync is done elsewhere (LogManager flush, off the loop).
+
+A replica whose log could not be loaded (``PartitionLog.offline``) keeps its place and
+its role from the metadata, but never serves: reads and appends raise
+KafkaStorageError (Kafka's KAFKA_STORAGE_ERROR) and its high watermark stays the
+checkpointed one. Disk failures of an append (a full disk) surface as
+KafkaStorageError naming the partition, never a file path.
+
+Reads verify CRC-32C before any batch leaves the replica (consumers, range reads,
+followers): batches appended while this process runs were checked when they were
+written, so only what was on disk at load (offsets below the log end at that time) is
+checked, each batch on the first read that reaches it; the verified offset ranges are
+remembered. A batch that fails is never handed out: a read returns the batches before
+it, and a read that starts at it raises CorruptRecordError naming the partition and the
+offsets (logged once).
 """
 
 from __future__ import annotations
 
 import logging
+import struct
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from core.broker.controller.leader_election import (
@@ -31,11 +47,27 @@ from core.broker.errors import (
 from core.broker.replica.delayed import WaitSet
 from core.broker.types import PartitionOffsets, TopicPartition
 from core.clock import Clock
+from core.storage.codec import crc32c
 from core.storage.config import LogConfig
-from core.storage.errors import OffsetOutOfRangeError
+from core.storage.errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
 from core.storage.log import AppendInfo, FetchData, PartitionLog
 
 log = logging.getLogger(__name__)
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc (kafka-internals 1.3)
+_FRAME = struct.Struct(">qiibI")
+_INT32 = struct.Struct(">i")
+_LAST_OFFSET_DELTA_AT = 23
+_CRC_FROM = 21  # the CRC covers attributes .. the end of the batch
+_LOG_OVERHEAD = 12
+#: At most this many disjoint verified offset ranges are remembered (random readers):
+#: beyond it the oldest are forgotten, which only costs a second check.
+MAX_VERIFIED_RANGES = 1024
 
 
 @dataclass(slots=True)
@@ -70,7 +102,16 @@ class Partition:
         self.controller_epoch = 0
         self.partition_version = 0  # zkVersion of the state this replica last applied
         self.isr_change_in_flight = False
-        self.high_watermark = min(max(high_watermark, plog.log_start_offset), plog.log_end_offset)
+        self.high_watermark = (
+            max(0, high_watermark) if plog.offline
+            else min(max(high_watermark, plog.log_start_offset), plog.log_end_offset)
+        )  # fmt: skip
+        # CRC checks of reads: offsets below this were on disk at load (unverified);
+        # [starts[i], ends[i]) are the ranges verified since
+        self._verify_below = 0 if plog.offline else plog.log_end_offset
+        self._verified_starts: list[int] = []
+        self._verified_ends: list[int] = []
+        self._reported_corrupt: set[int] = set()
         self.data_waiters = WaitSet()  # woken when the HW moves (new data for consumers)
         self.leo_waiters = WaitSet()  # woken on every append (followers read up to LEO)
 
@@ -83,6 +124,31 @@ class Partition:
     @property
     def config(self) -> LogConfig:
         return self.log.config
+
+    @property
+    def offline(self) -> bool:
+        """The log could not be loaded: this replica serves nothing."""
+        return self.log.offline
+
+    def check_online(self) -> None:
+        """KafkaStorageError if this replica is offline."""
+        if self.log.offline:
+            raise self.storage_error()
+
+    def storage_error(self) -> KafkaStorageError:
+        return KafkaStorageError(
+            f"{self.tp[0]}-{self.tp[1]} is offline on broker {self.broker_id}: "
+            f"{self.log.offline_reason or 'its log could not be loaded'}"
+        )
+
+    def _assign_epoch(self, leader_epoch: int, offset: int) -> None:
+        """Record a new leader epoch; a checkpoint that cannot be written (full disk)
+        is only logged: the cache is right in memory and is written with its next change."""
+        try:
+            self.log.leader_epoch_cache.assign(leader_epoch, offset)
+        except (OSError, StorageError) as exc:
+            log.warning("%s-%d: cannot write the leader epoch checkpoint (%s)", *self.tp,
+                        _os_reason(exc))
 
     def make_leader(self, *, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...]) -> bool:
         """Become leader for ``leader_epoch``; False if the epoch is not newer. The same
@@ -103,7 +169,7 @@ class Partition:
         self.leader_id, self.leader_epoch = self.broker_id, leader_epoch
         self.replicas, self.isr = replicas, isr
         leo = self.log.log_end_offset
-        self.log.leader_epoch_cache.assign(leader_epoch, leo)
+        self._assign_epoch(leader_epoch, leo)
         self.followers = {
             r: FollowerState(last_caught_up_ms=now if r in isr else 0)
             for r in replicas if r != self.broker_id
@@ -186,8 +252,12 @@ class Partition:
 
     def append_as_follower(self, data: bytes, *, leader_hw: int, leader_log_start: int) -> None:
         """Append fetched batches as they are; HW = min(leader HW, own LEO)."""
+        self.check_online()
         if data:
-            self.log.append_as_follower(data)
+            try:
+                self.log.append_as_follower(data)
+            except (OSError, KafkaStorageError) as exc:
+                raise self._append_failed(exc) from exc
             self.leo_waiters.notify()
         self.follow_leader_offsets(leader_hw=leader_hw, leader_log_start=leader_log_start)
 
@@ -212,15 +282,27 @@ class Partition:
                 f"the in-sync replica set of {self.tp[0]}-{self.tp[1]} has {len(self.isr)} member(s), "
                 f"below min.insync.replicas={min_isr}"
             )
-        info = self.log.append_as_leader(data, leader_epoch=self.leader_epoch,
-                                         flush_inline=flush_inline)
+        self.check_online()
+        try:
+            info = self.log.append_as_leader(data, leader_epoch=self.leader_epoch,
+                                             flush_inline=flush_inline)
+        except (OSError, KafkaStorageError) as exc:
+            raise self._append_failed(exc) from exc
         self.leo_waiters.notify()
         self.maybe_increment_high_watermark()
         return info
 
+    def _append_failed(self, exc: BaseException) -> KafkaStorageError:
+        """A disk failure of an append (ENOSPC, EIO), as KafkaStorageError naming the
+        partition only (the storage layer's own text holds file paths)."""
+        log.warning("%s-%d: append failed: %s", *self.tp, exc)
+        return KafkaStorageError(
+            f"cannot append to {self.tp[0]}-{self.tp[1]}: {_os_reason(exc)}"
+        )
+
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the ISR (leader included); moves forward only."""
-        if not self.is_leader:
+        if not self.is_leader or self.log.offline:
             return False
         if len(self.isr) < self.config.min_insync_replicas and len(self.replicas) > 1:
             return False
@@ -239,7 +321,9 @@ class Partition:
         """Whole batches from ``offset``, below the HW (consumers) or the LEO (followers).
         As in Kafka, the valid range ends at the LEO for both: an offset between the HW
         and the LEO (a new leader whose HW has not caught up with its log yet) reads
-        nothing, it is not out of range."""
+        nothing, it is not out of range. Batches are handed out as stored; their CRCs
+        are verified where they become records (``batch_cache``) or a follower's log."""
+        self.check_online()
         leo = self.log.log_end_offset
         if offset > leo or offset < self.log.log_start_offset:
             raise OffsetOutOfRangeError(
@@ -249,13 +333,99 @@ class Partition:
         limit = self.high_watermark if up_to_hw else leo
         if offset >= limit:
             return FetchData(b"", offset, offset)
-        return self.log.read(offset, max_bytes, max_offset=limit)
+        try:
+            data = self.log.read(offset, max_bytes, max_offset=limit)
+        except CorruptRecordError as exc:
+            log.error("%s-%d: corrupt log at offset %d: %s", *self.tp, offset, exc)
+            raise CorruptRecordError(
+                f"{self.tp[0]}-{self.tp[1]}: the log is corrupt at offset {offset} ({exc.message})"
+            ) from exc
+        except OSError as exc:
+            log.error("%s-%d: read at offset %d failed: %s", *self.tp, offset, exc)
+            raise KafkaStorageError(
+                f"cannot read {self.tp[0]}-{self.tp[1]} at offset {offset}: {_os_reason(exc)}"
+            ) from exc
+        if data.data and data.first_offset < self._verify_below:
+            return self._verified(data)
+        return data
+
+    # --- CRC checks of what was on disk at load ---------------------------------------
+
+    def _verified(self, data: FetchData) -> FetchData:
+        """``data`` once every batch in it below ``_verify_below`` passed its CRC check
+        (now or on an earlier read); cut before the first that fails, or
+        CorruptRecordError when that is the first batch."""
+        starts, ends, limit = self._verified_starts, self._verified_ends, self._verify_below
+        i = bisect_right(starts, data.first_offset) - 1
+        if i >= 0 and ends[i] >= min(data.high_offset, limit):
+            return data  # all checked before
+        buf = data.data
+        view = memoryview(buf)
+        frame, delta = _FRAME.unpack_from, _INT32.unpack_from
+        pos, end, checked_to = 0, len(buf), data.first_offset
+        while end - pos >= _LOG_OVERHEAD:
+            base, length, _epoch, _magic, crc = frame(buf, pos)
+            if base >= limit:
+                break
+            size = length + _LOG_OVERHEAD
+            if pos + size > end:
+                break  # reads hand out whole batches: never happens
+            last = base + delta(buf, pos + _LAST_OFFSET_DELTA_AT)[0]
+            if starts and (j := bisect_right(starts, base) - 1) >= 0 and ends[j] > last:
+                pass  # checked by an earlier read
+            elif crc32c(view[pos + _CRC_FROM : pos + size] if size > 4096
+                        else buf[pos + _CRC_FROM : pos + size]) != crc:
+                self._mark_verified(data.first_offset, checked_to)
+                self._report_corrupt(base, last)
+                if pos == 0:
+                    raise CorruptRecordError(
+                        f"{self.tp[0]}-{self.tp[1]}: the record batch at offsets {base}..{last} "
+                        "is corrupt (CRC-32C mismatch); it is not served"
+                    )
+                return FetchData(bytes(view[:pos]), data.first_offset, checked_to)
+            checked_to = last + 1
+            pos += size
+        self._mark_verified(data.first_offset, min(checked_to, limit))
+        return data
+
+    def _mark_verified(self, start: int, end: int) -> None:
+        if end <= start:
+            return
+        starts, ends = self._verified_starts, self._verified_ends
+        i = bisect_left(ends, start)  # the first range ending at or after start
+        j = bisect_right(starts, end)  # the ranges starting at or before end
+        if i < j:
+            start, end = min(start, starts[i]), max(end, ends[j - 1])
+        starts[i:j], ends[i:j] = [start], [end]
+        if len(starts) > MAX_VERIFIED_RANGES:
+            del starts[0], ends[0]
+
+    def _report_corrupt(self, base: int, last: int) -> None:
+        if base in self._reported_corrupt:
+            return
+        self._reported_corrupt.add(base)
+        log.error("%s-%d: the record batch at offsets %d..%d fails its CRC-32C check (corrupt "
+                  "on disk); it is not served", *self.tp, base, last)
 
     def offsets(self) -> PartitionOffsets:
+        self.check_online()
         return PartitionOffsets(
             self.log.log_start_offset, self.high_watermark, self.log.log_end_offset
         )
 
     def truncate_to(self, offset: int) -> None:
+        self.check_online()
         self.log.truncate_to(offset)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+
+
+def _os_reason(exc: BaseException) -> str:
+    """The OS error behind ``exc`` in words (``No space left on device``), else its
+    text with any file path left out."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror
+        cause = cause.__cause__
+    text = str(exc)
+    return text.split(": ", 1)[1] if text.startswith("cannot ") and ": " in text else text
