@@ -173,6 +173,9 @@ class LogManager:
                 self._topic_configs[topic] = config
             existing = self._logs.get(tp)
             if existing is not None:
+                # a log loaded at start has the defaults until its topic's config is known
+                if config is not None and existing.config != config:
+                    existing.update_config(config)
                 return existing
             d = min(self.dirs, key=lambda x: sum(1 for y in self._dir_of.values() if y is x))
             directory = d.path / partition_dir_name(topic, partition)

@@ -243,7 +243,6 @@ def test_session_expiry_of_a_stopped_leader_is_recovered_without_split_brain(
     for b in brokers:
         wait_until(lambda b=b: [v for _, v in read_all(b, "expiry")] == list(range(30)), 20,
                    f"broker {b.broker_id} reads all 30 records")
-        assert [v for _, v in read_all(b, "expiry")] == list(range(30))
     controller = json.loads(zk.get("/controller")[0])["brokerid"]
 
     def active_controllers() -> list[int]:

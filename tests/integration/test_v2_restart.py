@@ -85,3 +85,33 @@ def test_deleted_instance_stays_deleted_after_restart(restartable_server: FranzS
     with _client(restartable_server) as c:
         resp = c.get(base + "/subscription")
         assert resp.status_code == 404 and resp.json()["error_code"] == 40403
+
+
+def test_topic_configs_hold_after_restart(restartable_server: FranzServer) -> None:
+    """A log loaded from disk at start gets its topic's configs (not the broker's
+    defaults): a compacted topic still refuses a record without a key."""
+    topic = "restart-compacted"
+    with _client(restartable_server) as c:
+        cluster = c.get("/v3/clusters").json()["data"][0]["cluster_id"]
+        created = c.post(f"/v3/clusters/{cluster}/topics", json={
+            "topic_name": topic, "partitions_count": 1,
+            "configs": [{"name": "cleanup.policy", "value": "compact"}]})
+        assert created.status_code == 201, created.text
+        keyless = {"records": [{"value": base64.b64encode(b"v").decode()}]}
+        before = c.post(f"/topics/{topic}/partitions/0", json=keyless,
+                        headers={"Content-Type": BINARY})
+        assert before.status_code == 200, before.text
+        assert before.json()["offsets"][0]["error_code"] is not None, before.text
+
+    restartable_server.restart()
+
+    with _client(restartable_server) as c:
+        after = c.post(f"/topics/{topic}/partitions/0", json=keyless,
+                       headers={"Content-Type": BINARY})
+        assert after.status_code == 200, after.text
+        assert after.json()["offsets"][0]["error_code"] is not None, after.text
+        assert "without a key" in after.text, after.text
+        keyed = {"records": [{"key": base64.b64encode(b"k").decode(),
+                              "value": base64.b64encode(b"v").decode()}]}
+        ok = c.post(f"/topics/{topic}/partitions/0", json=keyed, headers={"Content-Type": BINARY})
+        assert ok.status_code == 200 and ok.json()["offsets"][0]["error_code"] is None, ok.text

@@ -190,8 +190,34 @@ def corrupted(draw: st.DrawFn) -> bytes:
 @given(corrupted())
 def test_garbage_raises_corrupt_record_error_only(raw: bytes) -> None:
     results = [_decode(c, raw) for c in CODECS]
-    if None not in results:  # both read it: then alike (flips may hit key/value bytes)
+    if None not in results and not _has_high_record_attributes(raw):
+        # both read it: then alike (flips may hit key/value bytes)
         assert all(r == results[0] for r in results)
+
+
+def _has_high_record_attributes(raw: bytes) -> bool:
+    """Whether a record's attributes byte is >= 0x80. Kafka reads that field as one
+    byte (unused, written 0); aiokafka reads it as a varint, so on such garbage the two
+    codecs decode the rest of the record differently (the batch CRC rejects it first
+    wherever franz reads stored data). Walks the records by their length prefixes."""
+    header = parse_header(raw)
+    data = raw[HEADER_SIZE:]
+    if header.attributes & 0x07:
+        data = codec.decompress(header.attributes & 0x07, data)
+    pos = 0
+    for _ in range(header.records_count):
+        length = shift = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            length |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        if data[pos] >= 0x80:
+            return True
+        pos += (length >> 1) ^ -(length & 1)
+    return False
 
 
 @settings(max_examples=300, deadline=None)
