@@ -51,6 +51,15 @@ class OffsetMetadataTooLargeError(FranzError):
     error_code = 12
 
 
+class GroupRecordTooLargeError(FranzError):
+    """A group's metadata snapshot or an offset commit does not fit in a record of
+    ``__consumer_offsets`` (its max.message.bytes, or a field's length); the group is left
+    as it was. Kafka's INVALID_COMMIT_OFFSET_SIZE (Kafka answers a too-large group
+    metadata record with UNKNOWN_SERVER_ERROR; franz with this)."""
+
+    error_code = 28
+
+
 class CoordinatorLoadInProgressError(FranzError):
     """The group coordinator is still loading the group from the offsets topic."""
 

@@ -562,6 +562,17 @@ _BAD_CONFIGS = [
     ("cleanup.policy", "delete,bogus", "compact, delete"),
     ("compression.type", "brotli", "uncompressed, zstd, lz4, snappy, gzip, producer"),
     ("message.timestamp.type", "Now", "CreateTime, LogAppendTime"),
+    ("index.interval.bytes", "-1", "[0, 2147483647]"),
+    ("delete.retention.ms", "-1", "[0, 9223372036854775807]"),
+    ("flush.messages", "0", "[1, 9223372036854775807]"),
+    ("max.compaction.lag.ms", "0", "[1, 9223372036854775807]"),
+    ("local.retention.ms", "-3", "[-2, 9223372036854775807]"),
+    ("min.cleanable.dirty.ratio", "-0.1", "[0, 1]"),
+    ("min.cleanable.dirty.ratio", "NaN", "[0, 1]"),
+    ("segment.jitter.ms", "-1", "[0, 9223372036854775807]"),
+    ("compression.zstd.level", "23", "[-131072, 22]"),
+    ("message.timestamp.type", "createtime", "CreateTime, LogAppendTime"),
+    ("cleanup.policy", "Compact", "compact, delete"),
 ]
 
 
@@ -585,6 +596,30 @@ def test_invalid_topic_configs_are_400_40002_naming_the_range(http: httpx.Client
         resp = http.post(f"{c}/topics/{existing}/configs:alter", json=batch)
         assert name in error_of(resp, 400, 40002)
     assert http.get(f"{c}/topics/{existing}/configs").json()["data"] == before
+
+
+def test_legal_but_extreme_configs_are_accepted_and_never_a_500(http: httpx.Client) -> None:
+    c = cluster(http)
+    zero = uid("t")  # max.message.bytes=0: Kafka accepts it; every batch is too large
+    body = {"topic_name": zero, "configs": [{"name": "max.message.bytes", "value": "0"}]}
+    assert http.post(f"{c}/topics", json=body).status_code == 201
+    resp = http.post(f"/topics/{zero}/partitions/0", json={"records": [{"value": b64("v")}]},
+                     headers={"Content-Type": BINARY})
+    assert resp.status_code < 500, resp.text
+    if resp.status_code == 200:
+        assert all(o["error_code"] is not None for o in resp.json()["offsets"]), resp.text
+    assert end_offset(http, zero) == 0
+    fast = uid("t")  # segment.ms=1, retention.ms=0: a roll per batch, deleted soon after
+    body = {"topic_name": fast, "configs": [{"name": "segment.ms", "value": "1"},
+                                            {"name": "retention.ms", "value": "0"},
+                                            {"name": "index.interval.bytes", "value": "0"}]}
+    assert http.post(f"{c}/topics", json=body).status_code == 201
+    for i in range(3):
+        produce(http, fast, [f"v{i}"])
+    assert end_offset(http, fast) == 3
+    resp = http.get(f"/topics/{fast}/partitions/0/records", params={"offset": 0},
+                    headers={"Accept": BINARY})
+    assert resp.status_code in (200, 416), resp.text
 
 
 def test_tiny_segments_stay_writable_readable_and_restartable(
@@ -621,6 +656,108 @@ def test_tiny_segments_stay_writable_readable_and_restartable(
         assert read_all(http) == expected
         assert produce(http, "tiny", ["after"]) == [15]
         assert read_all(http) == [*expected, b"after"]
+
+
+# --- 8. topic names that collide ('.' and '_') ---------------------------------------------
+
+
+def topic_names(http: httpx.Client) -> set[str]:
+    return {t["topic_name"] for t in http.get(f"{cluster(http)}/topics").json()["data"]}
+
+
+def test_a_topic_colliding_with_an_existing_one_is_400_40002_and_not_created(
+    http: httpx.Client,
+) -> None:
+    c = cluster(http)
+    base = uid("col")
+    first = f"{base}.x"
+    assert http.post(f"{c}/topics", json={"topic_name": first}).status_code == 201
+    for name in (f"{base}_x",):
+        resp = http.post(f"{c}/topics", json={"topic_name": name, "partitions_count": 1})
+        assert error_of(resp, 400, 40002) == (
+            f"Topic '{name}' collides with existing topics: {first}")
+        resp = http.post(f"{c}/topics", json={"topic_name": name, "validate_only": True})
+        assert "collides" in error_of(resp, 400, 40002)
+        error_of(http.get(f"{c}/topics/{name}"), 404, 40403)
+        # auto-creation on produce follows the same rule: refused, nothing written
+        resp = http.post(f"/topics/{name}", json={"records": [{"value": b64("v")}]},
+                         headers={"Content-Type": BINARY})
+        assert "collides with existing topics" in error_of(resp, 400, 40002)
+        assert name not in topic_names(http)
+    # look-alikes that Kafka keeps apart are fine
+    for name in (f"{base}-x", f"{base}x", f"{base}.x.y"):
+        assert http.post(f"{c}/topics", json={"topic_name": name}).status_code == 201, name
+    assert produce(http, first, ["still works"]) == [0]
+
+
+def test_concurrent_creations_of_colliding_names_never_both_succeed(
+    server: FranzServer,
+) -> None:
+    base = uid("race")
+    pairs = [(f"{base}{i}.t", f"{base}{i}_t") for i in range(8)]
+    results: dict[str, int] = {}
+
+    def create(name: str) -> None:
+        with httpx.Client(base_url=server.url, timeout=60.0) as h:
+            c = cluster(h)
+            results[name] = h.post(f"{c}/topics", json={"topic_name": name}).status_code
+
+    threads = [threading.Thread(target=create, args=(n,)) for pair in pairs for n in pair]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    with httpx.Client(base_url=server.url, timeout=60.0) as h:
+        existing = topic_names(h)
+    for a, b in pairs:
+        assert sorted((results[a], results[b])) == [201, 400], (a, b, results)
+        winner = a if results[a] == 201 else b
+        assert winner in existing and ({a, b} - {winner}).isdisjoint(existing)
+
+
+# --- 9. topic patterns of subscriptions ----------------------------------------------------
+
+
+def subscribe_pattern(http: httpx.Client, base: str, pattern: str) -> httpx.Response:
+    return http.post(base + "/subscription", json={"topic_pattern": pattern},
+                     headers={"Content-Type": V2})
+
+
+def test_a_catastrophic_pattern_never_blocks_the_broker(http: httpx.Client) -> None:
+    # topics of a's that make (a+)+$ backtrack exponentially in a backtracking engine
+    for n in (60, 120, 249):
+        name = "a" * (n - 1) + "-"
+        resp = http.post(f"{cluster(http)}/topics", json={"topic_name": name})
+        assert resp.status_code in (201, 400), resp.text  # 400: exists from a rerun
+    group = uid("g")
+    base = new_instance(http, group, name="c")
+    resp = subscribe_pattern(http, base, "(a+)+$")
+    if resp.status_code == 204:  # RE2: matched in linear time, nothing matches
+        assert http.get(base + "/subscription").json() == {"topics": []}
+    else:  # Python's re: the pattern is refused, naming the problem
+        assert "nested quantifiers" in error_of(resp, 400, 40002)
+    assert subscribe_pattern(http, base, "(a|b)-[0-9]+").status_code == 204
+    assert http.get("/topics").status_code == 200  # the broker answers
+
+
+def test_patterns_no_linear_engine_runs_are_400_and_change_nothing(http: httpx.Client) -> None:
+    topic = uid("pat")
+    produce(http, topic, ["x"])
+    group = uid("g")
+    base = new_instance(http, group, name="c")
+    assert subscribe_pattern(http, base, f"{topic[:4]}.*").status_code == 204
+    before = http.get(base + "/subscription").json()
+    assert topic in before["topics"]
+    for pattern, why in ((r"(p)\1", "backreference"), ("(?=p).*", "lookahead"),
+                         ("p*+", "possessive"), ("p" * 1025, "at most 1024"),
+                         ("[p-", "unterminated")):
+        msg = error_of(subscribe_pattern(http, base, pattern), 400, 40002)
+        assert msg.startswith("Invalid topic pattern") and why in msg, msg
+        assert len(msg) < 1500
+    assert http.get(base + "/subscription").json() == before
+    new_instance(http, group, name="d")  # the group still takes joins
+    for pattern in (r"orders\..+", "topic-.*", "(a|b)-[0-9]+"):
+        assert subscribe_pattern(http, base, pattern).status_code == 204, pattern
 
 
 # --- nothing above left the broker unwell ------------------------------------------------------

@@ -20,7 +20,11 @@ read. ``collect`` rules (design.md section 10, beyond Confluent):
 
 A partition whose position is out of range is reset through ``reset`` (the
 instance's auto.offset.reset; it may raise). Partitions that fail with a retriable
-error or that vanished are skipped for the rest of this read.
+error or that vanished are skipped for the rest of this read: the others keep being
+served, and the next read tries the skipped one again (the Java consumer logs and
+retries likewise). A partition skipped because its replica is offline
+(KafkaStorageError: its log directory failed) is counted in ``OfflineSkips`` and
+logged once, as a warning, until a read of it succeeds again.
 """
 
 from __future__ import annotations
@@ -46,11 +50,37 @@ from core.broker.replica.batch_cache import FetchResult
 from core.broker.replica.delayed import Flag, WaitSet, abandon, wake_or_timeout
 from core.broker.types import TopicPartition
 from core.errors import FranzError
-from core.storage.errors import OffsetOutOfRangeError
+from core.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 
 log = logging.getLogger(__name__)
 
 ResetFn = Callable[[TopicPartition], Awaitable[int]]
+
+
+class OfflineSkips:
+    """Reads that skipped a partition because its replica is offline (one per read and
+    partition), per partition since the broker started; ``total`` over all. The first
+    skip of a partition is logged as a warning, and again only after a read of it
+    succeeded in between. Event-loop only."""
+
+    def __init__(self) -> None:
+        self.counts: dict[TopicPartition, int] = {}
+        self.total = 0
+        self._failing: set[TopicPartition] = set()
+
+    def skipped(self, tp: TopicPartition, exc: FranzError) -> None:
+        self.counts[tp] = self.counts.get(tp, 0) + 1
+        self.total += 1
+        if tp not in self._failing:
+            self._failing.add(tp)
+            log.warning("consumer reads skip %s-%d: its replica is offline (%s); the other "
+                        "partitions are still served, and each read tries it again",
+                        tp.topic, tp.partition, exc)
+
+    def served(self, tp: TopicPartition) -> None:
+        if tp in self._failing:
+            self._failing.discard(tp)
+            log.info("consumer reads of %s-%d work again", tp.topic, tp.partition)
 
 
 async def reset_position(backend: GroupBackend, tp: TopicPartition, policy: str) -> int:
@@ -117,8 +147,10 @@ class _Read:
         max_bytes: int,
         min_bytes: int,
         reset: ResetFn,
+        offline: OfflineSkips | None = None,
     ) -> None:
         self.backend = backend
+        self.offline = offline
         self.out = Collected(dict(start))
         self.max_bytes = max(1, max_bytes)
         self.min_bytes = max(1, min_bytes)
@@ -137,7 +169,7 @@ class _Read:
         """One fetch of ``tp`` from its position; None (and bookkeeping) on errors."""
         budget = max(1, self.max_bytes - self.out.size)
         try:
-            return await self.backend.fetch(
+            res = await self.backend.fetch(
                 tp.topic,
                 tp.partition,
                 self.out.positions[tp],
@@ -148,10 +180,16 @@ class _Read:
             return await self._reset(tp)
         except FranzError as exc:
             if isinstance(exc, UnknownTopicOrPartitionError) or exc.retriable:
-                log.debug("read skips %s-%d: %s", tp.topic, tp.partition, exc)
+                if isinstance(exc, KafkaStorageError) and self.offline is not None:
+                    self.offline.skipped(tp, exc)
+                else:
+                    log.debug("read skips %s-%d: %s", tp.topic, tp.partition, exc)
                 self.skip.add(tp)
                 return None
             raise
+        if self.offline is not None:
+            self.offline.served(tp)
+        return res
 
     async def _reset(self, tp: TopicPartition) -> None:
         old = self.out.positions[tp]
@@ -210,9 +248,11 @@ async def collect(
     wait_ms: int,
     reset: ResetFn,
     interrupt: Flag | None = None,
+    offline: OfflineSkips | None = None,
 ) -> Collected:
     """Read from the partitions of ``order`` starting at ``start``; see the module doc."""
-    read = _Read(backend, start, max_bytes=max_bytes, min_bytes=min_bytes, reset=reset)
+    read = _Read(backend, start, max_bytes=max_bytes, min_bytes=min_bytes, reset=reset,
+                 offline=offline)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, wait_ms) / 1000
     while True:
@@ -341,6 +381,7 @@ async def read_instance(
     wait_ms: int,
     max_bytes: int,
     heartbeat: Callable[[], None],
+    offline: OfflineSkips | None = None,
 ) -> PolledRecords:
     """One read for an instance (the caller holds ``state.poll_lock``): records as soon
     as there are any, else none after ``wait_ms``. ``heartbeat`` runs after each round,
@@ -363,6 +404,7 @@ async def read_instance(
                 wait_ms=max(0, int((deadline - loop.time()) * 1000)),
                 reset=lambda tp: reset_position(backend, tp, policy),
                 interrupt=state.changed,
+                offline=offline,
             )
             records = state.apply_read(start, got.positions, got.chunks)
         heartbeat()

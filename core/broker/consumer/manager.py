@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from core.broker.consumer.fetch import (
+    OfflineSkips,
     check_assigned,
     edge_positions,
     read_instance,
@@ -54,7 +54,7 @@ from core.broker.group.assignors import ASSIGNORS
 from core.broker.group.backend import GroupBackend
 from core.broker.group.coordinator import GroupCoordinator
 from core.broker.group.group import Group, GroupDescription, GroupSummary, Member
-from core.broker.group.topics import check_partitions
+from core.broker.group.topics import check_partitions, compile_topic_pattern
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.security.principal import Principal
 from core.broker.types import TopicPartition
@@ -122,6 +122,8 @@ class ConsumerManager:
             offset_metadata_max_bytes=int(_setting(config, "offset.metadata.max.bytes")),
             listener=self,
         )
+        #: reads that skipped a partition whose replica is offline (fetch.OfflineSkips)
+        self.offline_skips = OfflineSkips()
         self._tasks: list[asyncio.Task[None]] = []
         self._refresh: asyncio.Task[None] | None = None
         self._refresh_again = False
@@ -259,10 +261,7 @@ class ConsumerManager:
         for topic in topics or ():
             _check_topic_name(topic)
         if topics is None and pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise InvalidRequestError(f"invalid topic pattern {pattern!r}: {exc}") from exc
+            compile_topic_pattern(pattern)  # InvalidRequestError naming what is wrong
         await self._member(group, instance, principal)
 
         def change(m: Member) -> None:
@@ -391,6 +390,7 @@ class ConsumerManager:
                 wait_ms=wait_ms,
                 max_bytes=cap,
                 heartbeat=lambda: member.touch(self.clock.now_ms()),
+                offline=self.offline_skips,
             )
 
     # --- offsets ------------------------------------------------------------------------

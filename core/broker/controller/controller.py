@@ -36,6 +36,14 @@ Topic admin on a broker that is not the controller: the write goes straight to t
 store (ZooKeeper multi-ops, atomic; a concurrent create of the same name fails with
 TopicAlreadyExists), unfenced, with the last controller epoch this broker saw. Topic
 creation touches znodes no controller decision touches, so no forwarding is needed.
+
+Topic names that collide (Kafka's rule: equal once '.' and '_' are unified, ``t.x`` and
+``t_x``) are refused in ``create_topic``, the one path every creation takes (v3 create,
+auto-creation on produce, the CLI through v3): InvalidTopicError "Topic 't_x' collides
+with existing topics: t.x", nothing created. The check reads the store's topic list
+before the write and again after it: two brokers creating ``a.b`` and ``a_b`` at the
+same instant each see the other's topic afterwards (or only the later one does) and the
+one that sees a collision deletes its own, so at most one of them is left.
 """
 
 from __future__ import annotations
@@ -69,7 +77,8 @@ from core.broker.metadata.store import (
 )
 from core.broker.types import is_internal_topic
 from core.errors import FranzError
-from core.storage.config import validate_topic_configs, validate_topic_name
+from core.storage.config import topic_collides, validate_topic_configs, validate_topic_name
+from core.storage.errors import InvalidTopicError
 
 log = logging.getLogger(__name__)
 
@@ -323,6 +332,10 @@ class Controller(PreferredElection, Reassigner):
                 f"Replication factor must be larger than 0, got {replication_factor}")
         if await self.store.get_topic(name) is not None:
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        colliding = await self._colliding_topics(name)
+        if colliding:
+            raise InvalidTopicError(
+                f"Topic '{name}' collides with existing topics: {', '.join(colliding)}")
         assignment = TopicAssignment(name, new_topic_id(),
                                      assign_replicas(live, partitions, replication_factor))
         if not is_internal_topic(name):  # sized by offsets.topic.*, the operator's choice
@@ -332,9 +345,27 @@ class Controller(PreferredElection, Reassigner):
             return assignment
         states = {p: _initial_state(reps, live, epoch) for p, reps in assignment.partitions.items()}
         await self.store.create_topic(assignment, overrides, states)
+        raced = await self._colliding_topics(name)
+        if raced:
+            # Another broker created a colliding name between our check and our write
+            # (topic creation goes straight to the store from any broker): take ours back.
+            # When both creators see each other both give up, so never both succeed.
+            log.warning("topic %s collides with %s, created at the same time: creation undone",
+                        name, ", ".join(raced))
+            await self.store.delete_topic(name)
+            raise InvalidTopicError(
+                f"Topic '{name}' collides with existing topics: {', '.join(raced)}")
         log.info("created topic %s with %d partition(s), replication factor %d",
                  name, partitions, replication_factor)
         return assignment
+
+    async def _colliding_topics(self, name: str) -> list[str]:
+        """Existing topics whose names equal ``name`` once '.' and '_' are unified
+        (Kafka's ``Topic.hasCollision``: metric names cannot tell them apart)."""
+        if "." not in name and "_" not in name:
+            return []
+        return sorted(t for t in await self.store.topic_names()
+                      if t != name and topic_collides(t, name))
 
     async def delete_topic(self, name: str, *, force: bool = False) -> None:
         """``force``: also when delete.topic.enable=false (a creation being undone)."""

@@ -11,9 +11,14 @@ heals itself.
 Writes: every membership change is a rebalance that ends with a group metadata record
 (a full snapshot with members, subscriptions and assignments); every commit is one batch
 of offset commit records. Both go to the log with acks=all through the backend, one
-append at a time per partition, and the in-memory offset cache changes only after the
-append succeeded. If a group metadata append fails the in-memory change stays and the
-error goes to the caller; the next change writes a full snapshot again.
+append at a time per partition, and nothing a caller can see changes before the append
+succeeded: a commit updates the offset cache afterwards; a membership change is made on
+the group (the assignor needs it) after a ``Group.snapshot()`` and put back with
+``restore()`` when building or appending its record fails, and the listener hears of
+changed assignments only once the record is written. So a failed write (a record too
+large for ``__consumer_offsets``: ``GroupRecordTooLargeError``, a storage error, losing
+the partition) leaves the group as it was, and later joins and commits work. A group
+made for a first join or commit that failed stays invisible (``Group.is_unwritten``).
 
 Event-loop only. Locks: one per group (membership changes), then one per offsets
 partition (appends); never the other way round.
@@ -32,6 +37,7 @@ from core.broker.errors import (
     ConsumerAlreadyExistsError,
     ConsumerInstanceNotFoundError,
     GroupIdNotFoundError,
+    GroupRecordTooLargeError,
     InvalidGroupIdError,
     NonEmptyGroupError,
     NotCoordinatorError,
@@ -43,6 +49,7 @@ from core.broker.group.group import (
     CommittedOffset,
     Group,
     GroupDescription,
+    GroupSnapshot,
     GroupState,
     GroupSummary,
     Member,
@@ -59,6 +66,7 @@ from core.broker.group.records import (
 from core.broker.group.topics import check_partitions, match_topics, partition_counts
 from core.broker.types import TopicPartition
 from core.clock import SYSTEM_CLOCK, Clock
+from core.storage.errors import MessageTooLargeError, RecordBatchTooLargeError
 from core.storage.records import NewRecord, build_batch
 
 log = logging.getLogger(__name__)
@@ -133,7 +141,8 @@ class GroupCoordinator:
     # --- lookups --------------------------------------------------------------------
 
     async def group(self, group_id: str, *, create: bool = False) -> Group | None:
-        """The group (after its partition is loaded); a new Empty one if ``create``."""
+        """The group (after its partition is loaded); a new Empty one if ``create``.
+        Without ``create`` a group nothing was written for yet counts as absent."""
         if not group_id:
             raise InvalidGroupIdError("the group id must not be empty")
         partition = self.partition_for(group_id)
@@ -143,6 +152,8 @@ class GroupCoordinator:
             group = self._groups[group_id] = Group(
                 group_id, partition=partition, state_timestamp_ms=self.clock.now_ms()
             )
+        if group is not None and not create and group.is_unwritten:
+            return None
         return group
 
     def member(self, group_id: str, member_id: str) -> Member:
@@ -172,7 +183,8 @@ class GroupCoordinator:
         return member
 
     def loaded_groups(self) -> list[Group]:
-        return [g for _, g in sorted(self._groups.items()) if not g.is_dead]
+        return [g for _, g in sorted(self._groups.items())
+                if not g.is_dead and not g.is_unwritten]
 
     def list_groups(self) -> list[GroupSummary]:
         return [g.summary() for g in self.loaded_groups()]
@@ -243,9 +255,11 @@ class GroupCoordinator:
             self._check_alive(group)
             if group.members.get(member_id) is not member:
                 raise ConsumerInstanceNotFoundError(f"Consumer instance {member_id!r} not found.")
-            change(member)  # validation happens before anything is committed
+            saved = group.snapshot()
+            change(member)  # may raise to refuse: nothing was changed yet
             member.touch(self.clock.now_ms())
-            await self._rebalance(group, (), lambda g: None, reason=f"{member_id} {reason}")
+            await self._rebalance(group, (), lambda g: None, reason=f"{member_id} {reason}",
+                                  saved=saved)
         return member
 
     async def expire(self, now_ms: int) -> list[tuple[str, str]]:
@@ -309,27 +323,41 @@ class GroupCoordinator:
         mutate: Callable[[Group], None],
         *,
         reason: str,
+        saved: GroupSnapshot | None = None,
     ) -> None:
         """One whole rebalance, with the group lock held: hooks, membership change,
-        pattern resolution, assignment, and the group metadata record."""
-        if self.listener is not None and group.members:
-            await self.listener.before_rebalance(group, list(leaving))
-        mutate(group)
-        if any(m.pattern is not None and not m.manual for m in group.members.values()):
-            all_topics = await self.backend.list_topics()
-            for m in group.members.values():
-                if m.pattern is not None and not m.manual:
-                    m.topics = match_topics(m.pattern, self._readable(m, all_topics))
-        counts = await partition_counts(self.backend, group.subscribed_topics())
-        now = self.clock.now_ms()
+        pattern resolution, assignment, and the group metadata record. If anything after
+        the hooks fails, the group is put back as it was (``saved``, taken by a caller
+        that changed a member already, or now) and the error goes to the caller."""
+        saved = saved or group.snapshot()
         old_generation = group.generation
-        group.prepare_rebalance(now)
-        group.complete_join(self.assignor, now)
-        if group.members:
-            revoked = group.complete_sync(compute_assignment(group, self.assignor, counts), now)
-            if self.listener is not None:
-                for member_id, tps in revoked.items():
-                    self.listener.on_assignment_changed(group, group.members[member_id], tps)
+        try:
+            if self.listener is not None and group.members:
+                await self.listener.before_rebalance(group, list(leaving))
+            mutate(group)
+            if any(m.pattern is not None and not m.manual for m in group.members.values()):
+                all_topics = await self.backend.list_topics()
+                for m in group.members.values():
+                    if m.pattern is not None and not m.manual:
+                        m.topics = match_topics(m.pattern, self._readable(m, all_topics))
+            counts = await partition_counts(self.backend, group.subscribed_topics())
+            now = self.clock.now_ms()
+            group.prepare_rebalance(now)
+            group.complete_join(self.assignor, now)
+            revoked: dict[str, frozenset[TopicPartition]] = {}
+            if group.members:
+                revoked = group.complete_sync(
+                    compute_assignment(group, self.assignor, counts), now)
+            await self._append(group.partition, [self._metadata_record(group, now)],
+                               what=f"the metadata of group {group.group_id!r}")
+        except Exception as exc:
+            saved.restore()
+            log.warning("group %s: rebalance (%s) not written, the group is unchanged: %s",
+                        group.group_id, reason, exc)
+            raise
+        if self.listener is not None:
+            for member_id, tps in revoked.items():
+                self.listener.on_assignment_changed(group, group.members[member_id], tps)
         log.info(
             "group %s rebalanced (%s): generation %d -> %d, state %s",
             group.group_id,
@@ -338,7 +366,15 @@ class GroupCoordinator:
             group.generation,
             group.state.value,
         )
-        await self._append(group.partition, [group_metadata_record(group, now)])
+
+    @staticmethod
+    def _metadata_record(group: Group, now_ms: int) -> NewRecord:
+        try:
+            return group_metadata_record(group, now_ms)
+        except ValueError as exc:  # a field past its wire length (int16 strings)
+            raise GroupRecordTooLargeError(
+                f"The metadata of group {group.group_id!r} cannot be written to "
+                f"__consumer_offsets: {exc}") from None
 
     async def persist_member(
         self, group_id: str, member_id: str, change: Callable[[Member], frozenset[TopicPartition]]
@@ -350,10 +386,17 @@ class GroupCoordinator:
             self._check_alive(group)
             if group.members.get(member_id) is not member:
                 raise ConsumerInstanceNotFoundError(f"Consumer instance {member_id!r} not found.")
+            saved = group.snapshot()
             revoked = change(member)
+            try:
+                now = self.clock.now_ms()
+                await self._append(group.partition, [self._metadata_record(group, now)],
+                                   what=f"the metadata of group {group_id!r}")
+            except Exception:
+                saved.restore()
+                raise
             if self.listener is not None:
                 self.listener.on_assignment_changed(group, member, revoked)
-            await self._append(group.partition, [group_metadata_record(group, self.clock.now_ms())])
 
     # --- offsets ----------------------------------------------------------------------
 
@@ -386,9 +429,14 @@ class GroupCoordinator:
             TopicPartition(*tp): CommittedOffset(off, meta, now)
             for tp, (off, meta) in offsets.items()
         }
-        records = [offset_commit_record(group_id, tp, c) for tp, c in entries.items()]
+        try:
+            records = [offset_commit_record(group_id, tp, c) for tp, c in entries.items()]
+        except ValueError as exc:
+            raise GroupRecordTooLargeError(
+                f"The offsets of group {group_id!r} cannot be written: {exc}") from None
         await self._append(
-            group.partition, records, on_success=lambda: group.offsets.update(entries)
+            group.partition, records, on_success=lambda: group.offsets.update(entries),
+            what=f"the offset commit of group {group_id!r} ({len(records)} partitions)",
         )
 
     async def committed(
@@ -438,11 +486,18 @@ class GroupCoordinator:
         partition: int,
         records: list[NewRecord],
         on_success: Callable[[], object] | None = None,
+        *,
+        what: str = "the write",
     ) -> int:
         batch = bytes(build_batch(records, now_ms=self.clock.now_ms()))
         async with self._write_locks[partition]:
             try:
                 offset = await self.backend.append_offsets(partition, batch)
+            except (MessageTooLargeError, RecordBatchTooLargeError) as exc:
+                raise GroupRecordTooLargeError(
+                    f"{what[0].upper()}{what[1:]} does not fit in one record batch of "
+                    f"__consumer_offsets ({len(batch)} bytes): {exc.message}; "
+                    f"nothing was changed") from None
             except NotLeaderOrFollowerError as exc:
                 with contextlib.suppress(Exception):
                     self.on_resign(partition)

@@ -216,6 +216,16 @@ class Group:
         return self.state is GroupState.DEAD
 
     @property
+    def is_unwritten(self) -> bool:
+        """Made for a first join or commit whose write has not succeeded (or failed): no
+        members, no offsets, never rebalanced. Lookups treat it as absent."""
+        return self.generation == 0 and not self.members and not self.offsets
+
+    def snapshot(self) -> GroupSnapshot:
+        """What a membership change may alter, to put back if its write fails."""
+        return GroupSnapshot(self)
+
+    @property
     def is_simple(self) -> bool:
         """A group that only commits offsets and never had members through the protocol."""
         return self.protocol_type == "" and not self.members
@@ -291,6 +301,36 @@ class Group:
             self.partition,
             members,
         )
+
+
+class GroupSnapshot:
+    """A group's membership state at one moment: state, generation, protocol, leader,
+    the members (same objects, same order) and each member's subscription and assignment.
+    Committed offsets are not part of it (they change only after their own write).
+    ``restore`` puts it back, unless the group went Dead meanwhile (it stays Dead)."""
+
+    __slots__ = ("_group", "_fields", "_members", "_member_fields")
+
+    def __init__(self, group: Group) -> None:
+        self._group = group
+        self._fields = (group.state, group.protocol_type, group.generation, group.protocol,
+                        group.leader_id, group.state_timestamp_ms)
+        self._members = dict(group.members)
+        self._member_fields = {
+            mid: (m.topics, m.pattern, m.manual, m.assignment) for mid, m in group.members.items()
+        }
+
+    def restore(self) -> None:
+        g = self._group
+        if g.is_dead:
+            return
+        (g.state, g.protocol_type, g.generation, g.protocol, g.leader_id,
+         g.state_timestamp_ms) = self._fields
+        g.members.clear()
+        g.members.update(self._members)
+        for mid, member in self._members.items():
+            member.topics, member.pattern, member.manual, member.assignment = (
+                self._member_fields[mid])
 
 
 def compute_assignment(
