@@ -16,6 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from fastapi import Depends, FastAPI
+from starlette.routing import compile_path
 
 from api import internal, v2, v3
 from api.errors import install_error_handlers
@@ -23,6 +24,7 @@ from api.fastapi_options import NO_OPENTELEMETRY
 from api.hot_routes import HotRoutesMiddleware, api_routes, hot_routes
 from api.metrics import install_metrics
 from api.openapi import install_openapi
+from api.openapi_links import LINKS
 from api.render_cache import RenderCache
 from api.request_limits import RequestLimitsMiddleware, body_limits
 from api.responses import KafkaV2Response
@@ -74,6 +76,11 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(internal.router, include_in_schema=False)  # /internal/v1
     # innermost middleware: produce, records and follower fetches skip FastAPI's router
     # (api.hot_routes)
+    # a 405's Allow names every method of the path (api.errors.allowed_methods)
+    app.state.path_methods = [
+        (compile_path(prefix + route.path)[0], frozenset(route.methods))
+        for prefix, route in api_routes(app.routes)
+    ]
     unruled = missing_rules(api_routes(app.routes))
     if unruled:
         raise RuntimeError(f"routes without an ACL rule (api.security.authorization): {unruled}")
@@ -84,5 +91,5 @@ def create_app(broker: Broker) -> FastAPI:
     # body size limits, before authentication and any route (api.request_limits)
     app.add_middleware(RequestLimitsMiddleware, **body_limits(broker))
     install_metrics(app)  # GET /metrics and the request-metrics middleware
-    install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS})
+    install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS}, LINKS)
     return app

@@ -112,6 +112,7 @@ ERROR_TABLE: dict[type[FranzError], ErrorSpec] = {
     be.InvalidRequiredAcksError: _BAD,
     be.TopicDeletionDisabledError: _BAD,
     be.OffsetMetadataTooLargeError: _BAD,
+    be.GroupRecordTooLargeError: _BAD,
     be.InvalidGroupIdError: _BAD,
     be.NonEmptyGroupError: _BAD,
     InvalidRequestError: _BAD,
@@ -353,7 +354,22 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     response = error_response(request, exc.status_code, exc.status_code, message)
     if exc.headers:
         response.headers.update(exc.headers)
+    if exc.status_code == 405:
+        allowed = allowed_methods(request)
+        if allowed:
+            response.headers["Allow"] = allowed
     return response
+
+
+def allowed_methods(request: Request) -> str:
+    """``Allow`` of a 405: every method some route serves at this path. Starlette names
+    only the first route whose path matched (``GET`` for ``/topics/{topic}``, which
+    also takes ``POST``). The table is ``app.state.path_methods``, ``(path regex,
+    methods)`` per route, set by ``api.app.create_app``; empty when it is missing."""
+    table = getattr(request.app.state, "path_methods", None) or ()
+    path = request.scope.get("path", "")
+    methods = {m for regex, route_methods in table if regex.match(path) for m in route_methods}
+    return ", ".join(sorted(methods))
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:

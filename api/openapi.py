@@ -5,7 +5,7 @@ into ``components/schemas`` when the document is built."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -13,6 +13,9 @@ from fastapi.routing import APIRoute
 from pydantic import TypeAdapter
 
 from api.errors import V2_MEDIA
+
+if TYPE_CHECKING:
+    from api.openapi_links import Link
 
 JSON_MEDIA = "application/json"
 _REF = "#/components/schemas/{model}"
@@ -142,8 +145,11 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return out
 
 
-def install_openapi(app: FastAPI, schemas: Mapping[str, Any]) -> None:
-    """Build the document once, with ``schemas`` (TypedDicts) in components."""
+def install_openapi(
+    app: FastAPI, schemas: Mapping[str, Any], links: Iterable[Link] = ()
+) -> None:
+    """Build the document once, with ``schemas`` (TypedDicts) in components and
+    ``links`` (``api.openapi_links``) in the responses they start from."""
 
     def build() -> dict[str, Any]:
         if app.openapi_schema is not None:
@@ -162,10 +168,40 @@ def install_openapi(app: FastAPI, schemas: Mapping[str, Any]) -> None:
             components[name] = schema
         _restore_examples(doc, app.routes)
         _tidy(doc)
+        add_links(doc, links)
         app.openapi_schema = doc
         return doc
 
     app.openapi = build  # type: ignore[method-assign]
+
+
+def _operation(doc: dict[str, Any], ref: str) -> dict[str, Any]:
+    method, _, path = ref.partition(" ")
+    op = doc.get("paths", {}).get(path, {}).get(method.lower())
+    if op is None:
+        raise ValueError(f"OpenAPI link: no operation {ref!r} in the document")
+    return op  # type: ignore[no-any-return]
+
+
+def add_links(doc: dict[str, Any], links: Iterable[Link]) -> None:
+    """Each link into its source response's ``links``, naming the target by
+    ``operationId``; a link whose source, status or target is not documented is an
+    error (a renamed route must not leave a dangling link)."""
+    for link in links:
+        source = _operation(doc, link.source)
+        target = _operation(doc, link.target)
+        response = source.get("responses", {}).get(str(link.status))
+        if response is None:
+            raise ValueError(f"OpenAPI link {link.name}: {link.source} documents no {link.status}")
+        entry: dict[str, Any] = {"operationId": target["operationId"]}
+        if link.parameters:
+            entry["parameters"] = dict(link.parameters)
+        if link.description:
+            entry["description"] = link.description
+        named = response.setdefault("links", {})
+        if link.name in named:
+            raise ValueError(f"OpenAPI link {link.name}: twice on {link.source} {link.status}")
+        named[link.name] = entry
 
 
 def _merge(dst: dict[str, Any], src: Mapping[str, Any]) -> None:

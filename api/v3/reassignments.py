@@ -76,7 +76,7 @@ async def _moving(request: Request, topic: str | None = None,
 
 
 @router.get("/topics/-/partitions/-/reassignment", summary="List ongoing reassignments",
-            response_model=KafkaReassignmentList)
+            response_model=KafkaReassignmentList, responses=errors(404))
 @requires(Need(Operation.DESCRIBE, ResourceType.CLUSTER))
 async def list_all_reassignments(links: ClusterLinks, request: Request) -> Response:
     data = [_data(links, t, p, a, r) for t, p, _, a, r in await _moving(request)]

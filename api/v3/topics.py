@@ -102,7 +102,7 @@ def _operations(request: Request, topic: str, include: bool) -> list[str] | None
     "/topics",
     summary="List topics (internal ones included), sorted by name",
     response_model=KafkaTopicList,
-    responses=errors(404),
+    responses=errors(400, 404),  # 400: a bad include_authorized_operations
 )
 @requires(also="lists only the topics the principal may DESCRIBE")
 async def list_topics(
@@ -121,7 +121,7 @@ async def list_topics(
     "/topics/{topic_name}",
     summary="Describe a topic",
     response_model=KafkaTopic,
-    responses=errors(404),
+    responses=errors(400, 404),  # 400: a bad include_authorized_operations
 )
 @requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic_name"))
 async def get_topic(
