@@ -200,7 +200,10 @@ def _has_high_record_attributes(raw: bytes) -> bool:
     byte (unused, written 0); aiokafka reads it as a varint, so on such garbage the two
     codecs decode the rest of the record differently (the batch CRC rejects it first
     wherever franz reads stored data). Walks the records by their length prefixes."""
-    header = parse_header(raw)
+    try:
+        header = parse_header(raw)
+    except CorruptRecordError:
+        return False  # a header no reader takes for sane: compare what they made of it
     data = raw[HEADER_SIZE:]
     if header.attributes & 0x07:
         data = codec.decompress(header.attributes & 0x07, data)
