@@ -1,10 +1,11 @@
 """Process-wide resource limits a broker raises before it opens anything.
 
 The soft ``RLIMIT_NOFILE`` (often 1,024) is raised to the hard limit, as Kafka's
-start scripts and systemd units do: every partition replica holds descriptors and every
-HTTP connection one, and a limit hit half way through loading the logs would keep the
-broker from starting. The partition budget (``core.broker.controller.partition_limits``)
-is computed from the raised limit.
+start scripts and systemd units do: every HTTP connection holds a descriptor, and the
+cache of open segment files (``log.segment.open.files.max``, ``core.storage.fd_cache``)
+is sized from the raised limit (half of it by default). Partitions hold none of their
+own, so the partition budget (``core.broker.controller.partition_limits``) is bounded
+by memory mappings instead.
 """
 
 from __future__ import annotations

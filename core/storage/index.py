@@ -30,6 +30,15 @@ entry is **skipped**: the index is sparse by design, a missing entry only makes 
 forward scan from the previous one longer, and the append that wanted it has already
 written its batch (a disk that is really full refuses the ``.log`` write first, with
 KafkaStorageError). Nothing is ever written to a page that has no block.
+
+Mappings and descriptors (Kafka's ``LazyIndex``): an index maps its file only when
+first used (a lookup, an append, reading an entry) through ``core.storage.mapped_file``,
+which keeps no descriptor. Opening one only ``stat``s the file; ``sanity_check`` and
+``last_entry`` of an unmapped index read the bytes with ``pread`` instead of mapping;
+``resize`` (and so trimming at roll) unmaps, and the next use maps again. So loading a
+log maps nothing but what the active segment uses, and a rolled segment's indexes are
+unmapped until read. Files are opened only for the moment of a map, ``ftruncate``,
+``posix_fallocate`` or ``fsync``.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from itertools import islice
 from pathlib import Path
 
 from core.storage.errors import CorruptIndexError, NonMonotonicAppendError
+from core.storage.mapped_file import Mapping, open_mapping
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +76,12 @@ _UNLIMITED = 1 << 62
 
 
 class _MappedIndex:
-    """Shared machinery: the mmap'd file, entry count, binary search, resize and trim.
+    """Shared machinery: the lazily mapped file, entry count, binary search, resize and
+    trim.
 
     Lifecycle: created by its ``LogSegment`` (which opens, resizes, truncates and closes
-    it); ``close`` trims the file and releases the mapping. Not thread-safe: the owning
+    it); ``close`` trims the file and releases the mapping. ``created`` tells whether
+    the file was missing (made preallocated here). Not thread-safe: the owning
     segment's owner serialises access.
     """
 
@@ -79,7 +91,10 @@ class _MappedIndex:
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
-        self._mm: mmap.mmap | None = None
+        self._map: Mapping | None = None
+        self._mm: memoryview | None = None  # the mapping's view while mapped
+        self._closed = False
+        self._dirty = False  # entries written since the last flush
         # [0, _reserved) of the file is known to have real blocks (reserved by this
         # object). 0 on open: an existing file may be sparse (left untrimmed by a crash),
         # and re-reserving blocks a file already has is a cheap no-op.
@@ -87,20 +102,19 @@ class _MappedIndex:
         self._backed_entries = 0  # entries that fit in [0, _reserved): the append's test
         self._can_reserve = True
         self._reserve_failing = False
-        created = not path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            length = os.fstat(fd).st_size
-            if created:  # preallocate; an existing empty file stays empty (trimmed, 0 entries)
-                length = self._round(max_index_size)
+            length = os.stat(path).st_size
+            entries = length // self.ENTRY_SIZE
+            self.created = False
+        except FileNotFoundError:  # preallocate; an existing empty file stays empty
+            length, entries = self._round(max_index_size), 0
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
                 os.ftruncate(fd, length)
-                entries = 0
-            else:
-                entries = length // self.ENTRY_SIZE
-            self._length = length
-            self._mm = mmap.mmap(fd, length) if length else None
-        finally:
-            os.close(fd)
+            finally:
+                os.close(fd)
+            self.created = True
+        self._length = length
         self._entries = entries
         self._max_entries = length // self.ENTRY_SIZE
 
@@ -134,11 +148,10 @@ class _MappedIndex:
         rounded = max(self._round(new_size), self.valid_bytes)
         if rounded == self._length:
             return False
-        self._unmap()
+        self._unmap()  # mapped again on next use, at the new length
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.ftruncate(fd, rounded)
-            self._mm = mmap.mmap(fd, rounded) if rounded else None
         finally:
             os.close(fd)
         self._length = rounded
@@ -214,35 +227,107 @@ class _MappedIndex:
 
     # --- file handling ---------------------------------------------------------------
 
+    @property
+    def is_mapped(self) -> bool:
+        return self._map is not None
+
     def flush(self) -> None:
-        if self._mm is not None:
-            self._mm.flush()
+        """msync the mapping; an unmapped index written since the last flush is
+        fsynced (its pages were written through an earlier mapping)."""
+        mapping = self._map
+        if mapping is not None:
+            self._dirty = False
+            mapping.flush()
+        elif self._dirty and not self._closed:
+            self._dirty = False
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def close(self, *, trim: bool = True) -> None:
-        if trim and self._mm is not None:
+        if trim and not self._closed:
             self.trim_to_valid_size()
         self._unmap()
+        self._closed = True
 
     def delete(self) -> None:
         self._unmap()
+        self._closed = True
         self.path.unlink(missing_ok=True)
 
     def rename_to(self, path: Path) -> None:
         os.replace(self.path, path)
         self.path = path
 
+    def unmap(self) -> None:
+        """Release the mapping (the next use maps the file again)."""
+        self._unmap()
+
     def _unmap(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
+        mapping, self._map, self._mm = self._map, None, None
+        if mapping is not None:
+            mapping.close()
+
+    def _mapped(self) -> memoryview | None:
+        """The mapped view, mapping the file now if needed; None when it is empty."""
+        view = self._mm
+        if view is not None:
+            return view
+        if self._closed or not self._length:
+            return None
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            mapping = open_mapping(fd, self._length)
+        finally:
+            os.close(fd)
+        self._map, self._mm = mapping, mapping.view
+        return self._mm
+
+    def _valid_bytes_now(self) -> bytes:
+        """The bytes of the used entries, read without mapping an unmapped file."""
+        n = self.valid_bytes
+        view = self._mm
+        if view is not None:
+            return bytes(view[:n])
+        if not n:
+            return b""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, n, 0)
+        finally:
+            os.close(fd)
+        if len(data) < n:
+            raise CorruptIndexError(f"index file {self.name} is shorter than it was")
+        return data
+
+    def _read_entry(self, fmt: struct.Struct, slot: int) -> tuple[int, int]:
+        """Entry ``slot`` from the mapping, or with a ``pread`` when unmapped."""
+        view = self._mm
+        if view is not None:
+            return fmt.unpack_from(view, slot * self.ENTRY_SIZE)
+        if self._closed:
+            raise ValueError(f"index {self.name} is closed")
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, self.ENTRY_SIZE, slot * self.ENTRY_SIZE)
+        finally:
+            os.close(fd)
+        if len(data) < self.ENTRY_SIZE:
+            raise ValueError(f"index {self.name} has no entry {slot}")
+        return fmt.unpack(data)
 
     # --- search ----------------------------------------------------------------------
 
     def _search(self, target: int, field: struct.Struct, at: int) -> int:
         """Slot of the largest entry whose field (``field`` at byte ``at`` of each entry,
         never decreasing) is <= ``target``, or -1. Probes the warm tail first."""
-        n, mm, size = self._entries, self._mm, self.ENTRY_SIZE
-        if n == 0 or mm is None:
+        n, size = self._entries, self.ENTRY_SIZE
+        if n == 0:
+            return -1
+        mm = self._mm if self._mm is not None else self._mapped()
+        if mm is None:
             return -1
         unpack = field.unpack_from
         if unpack(mm, at)[0] > target:
@@ -260,10 +345,11 @@ class _MappedIndex:
                 hi = mid - 1
         return lo
 
-    def _require_mapped(self) -> mmap.mmap:
-        if self._mm is None:
+    def _require_mapped(self) -> memoryview:
+        mm = self._mm if self._mm is not None else self._mapped()
+        if mm is None:
             raise ValueError(f"index {self.name} is closed or has no room")
-        return self._mm
+        return mm
 
     def _check_length(self) -> None:
         if self._length % self.ENTRY_SIZE:
@@ -292,7 +378,7 @@ class OffsetIndex(_MappedIndex):
 
     def entry(self, slot: int) -> tuple[int, int]:
         """``(absolute offset, position)`` of entry ``slot``."""
-        rel, pos = _OFFSET_ENTRY.unpack_from(self._require_mapped(), slot * 8)
+        rel, pos = self._read_entry(_OFFSET_ENTRY, slot)
         return self.base_offset + rel, pos
 
     @property
@@ -305,6 +391,8 @@ class OffsetIndex(_MappedIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Add ``(offset, position)``; offsets must strictly increase."""
+        if self._mm is None:
+            self._mapped()  # an append is followed by more: map now, not pread the last
         if self._entries and offset <= self.last_offset:
             raise NonMonotonicAppendError(
                 f"attempt to append offset {offset} at position {position} to {self.name}, "
@@ -324,6 +412,7 @@ class OffsetIndex(_MappedIndex):
             return  # no block for the page: skip the entry (see the module docstring)
         _OFFSET_ENTRY.pack_into(self._require_mapped(), n * 8, rel, position)
         self._entries = n + 1
+        self._dirty = True
 
     def lookup(self, target: int) -> tuple[int, int]:
         """Largest ``(offset, position)`` entry with offset <= target, else (base, 0)."""
@@ -338,14 +427,15 @@ class OffsetIndex(_MappedIndex):
         else:
             self._truncate_to_entries(slot if self.entry(slot)[0] == offset else slot + 1)
 
-    def sanity_check(self) -> None:
+    def sanity_check(self, *, log_size: int | None = None) -> None:
         """CorruptIndexError unless the file is whole entries with increasing offsets
-        and positions, all at or above the base offset."""
+        and positions, all at or above the base offset (and below ``log_size`` when
+        given). Does not map an unmapped file."""
         self._check_length()
         if not self._entries:
             return
         ints = array("i")
-        ints.frombytes(self._require_mapped()[: self.valid_bytes])
+        ints.frombytes(self._valid_bytes_now())
         if sys.byteorder == "little":
             ints.byteswap()
         rel, pos = ints[0::2], ints[1::2]
@@ -353,6 +443,8 @@ class OffsetIndex(_MappedIndex):
             raise CorruptIndexError(f"offset index {self.name} has offsets that do not increase")
         if pos[0] < 0 or not _strictly_increasing(pos):
             raise CorruptIndexError(f"offset index {self.name} has positions that do not increase")
+        if log_size is not None and pos[-1] >= log_size:
+            raise CorruptIndexError(f"offset index {self.name} points past the log end")
 
 
 class TimeIndex(_MappedIndex):
@@ -371,7 +463,7 @@ class TimeIndex(_MappedIndex):
 
     def entry(self, slot: int) -> tuple[int, int]:
         """``(timestamp, absolute offset)`` of entry ``slot``."""
-        ts, rel = _TIME_ENTRY.unpack_from(self._require_mapped(), slot * 12)
+        ts, rel = self._read_entry(_TIME_ENTRY, slot)
         return ts, self.base_offset + rel
 
     def last_entry(self) -> tuple[int, int]:
@@ -382,6 +474,8 @@ class TimeIndex(_MappedIndex):
         """Add ``(timestamp, offset)`` if ``timestamp`` is above the last entry's."""
         if not skip_full_check and self.is_full():
             raise ValueError(f"attempt to append to a full time index {self.name}")
+        if self._mm is None:
+            self._mapped()
         last_ts, last_off = self.last_entry()
         if timestamp <= last_ts:
             return
@@ -404,6 +498,7 @@ class TimeIndex(_MappedIndex):
             return  # no block for the page: skip the entry (see the module docstring)
         _TIME_ENTRY.pack_into(self._require_mapped(), n * 12, timestamp, rel)
         self._entries = n + 1
+        self._dirty = True
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """Largest ``(timestamp, offset)`` entry with timestamp <= target, else (-1, base)."""
@@ -423,7 +518,7 @@ class TimeIndex(_MappedIndex):
         self._check_length()
         if not self._entries:
             return
-        rows = list(_TIME_ENTRY.iter_unpack(self._require_mapped()[: self.valid_bytes]))
+        rows = list(_TIME_ENTRY.iter_unpack(self._valid_bytes_now()))
         stamps = [ts for ts, _ in rows]
         rels = [rel for _, rel in rows]
         if not _strictly_increasing(stamps):

@@ -68,6 +68,7 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
 RollCallback = Callable[["PartitionLog", int], None]
+_JITTER_RNG = random.Random()  # shared: seeding one per log costs a urandom read each
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,7 @@ class PartitionLog:
         self.segments = segments
         self._bases = [s.base_offset for s in segments]
         self._clock = clock
-        self._rng = random.Random()
+        self._rng = _JITTER_RNG
         self.on_roll = on_roll
         self.leader_epoch_cache = epoch_cache
         self.log_end_offset = self.active_segment.next_offset()
@@ -158,12 +159,13 @@ class PartitionLog:
         back as an ``OfflinePartitionLog``, its files untouched; creating a new log
         (no directory, or an empty one) that fails raises KafkaStorageError naming the
         partition."""
-        existed = _holds_files(directory)
+        names = _listing(directory)
+        existed = names is None or bool(names)
         try:
             return cls._load(
                 directory, config, recovery_point=recovery_point,
                 log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
-                clock=clock, on_roll=on_roll,
+                clock=clock, on_roll=on_roll, names=names or None,
             )  # fmt: skip
         except Exception as exc:
             reason = describe_storage_failure(exc, directory)
@@ -193,10 +195,11 @@ class PartitionLog:
         clean_shutdown: bool,
         clock: Clock,
         on_roll: RollCallback | None,
+        names: list[str] | None = None,
     ) -> PartitionLog:
         segments, epochs = log_loader.load_segments(
             directory, config, clock=clock, recovery_point=recovery_point,
-            log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
+            log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, names=names,
         )  # fmt: skip
         try:
             plog = cls(
@@ -211,12 +214,12 @@ class PartitionLog:
         try:
             epochs.truncate_from_end(plog.log_end_offset + 1)  # keeps a new leader's (epoch, LEO)
             epochs.truncate_from_start(plog.log_start_offset)
-            epochs.flush()
+            epochs.flush_if_dirty()
         except (OSError, StorageError) as exc:  # e.g. a full disk: the cache is right in memory
             log.warning("%s: cannot write the leader epoch checkpoint (%s); it is written "
                         "with the next epoch change", directory.name,
                         describe_storage_failure(exc, directory))
-        log.info(
+        log.debug(  # debug: a broker loads thousands (LogManager logs the count)
             "loaded %s: segments=%d log_start=%d leo=%d recovery_point=%d",
             directory.name, len(segments), plog.log_start_offset, plog.log_end_offset, plog.recovery_point,
         )  # fmt: skip
@@ -576,15 +579,15 @@ class PartitionLog:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _holds_files(directory: Path) -> bool:
-    """Whether ``directory`` holds anything (a log to load, not one to create); an
-    unreadable directory counts as holding files (it must not be recreated empty)."""
+def _listing(directory: Path) -> list[str] | None:
+    """The names in ``directory`` ([] when it is missing); None when it cannot be
+    listed (it counts as holding files: it must not be recreated empty)."""
     try:
-        return any(True for _ in directory.iterdir())
+        return os.listdir(directory)
     except FileNotFoundError:
-        return False
+        return []
     except OSError:
-        return True
+        return None
 
 
 def describe_storage_failure(exc: BaseException, directory: Path) -> str:

@@ -77,22 +77,28 @@ def load_segments(
     recovery_point: int,
     log_start_offset: int,
     clean_shutdown: bool,
+    names: list[str] | None = None,
 ) -> tuple[list[LogSegment], LeaderEpochCache]:
     """All the steps of the module docstring: the surviving segments (at least one; an
     empty directory gets an empty segment at ``log_start_offset``), the last one's
     indexes grown back to full size, and the leader-epoch cache (rebuilt from the batch
-    headers if its checkpoint is unreadable)."""
+    headers if its checkpoint is unreadable). ``names``: the directory's listing, when
+    the caller has it (one listing per log: loading 10,000 logs lists each once)."""
     parse_topic_partition(directory.name)
-    directory.mkdir(parents=True, exist_ok=True)
-    remove_leftovers(directory, config, clock=clock)
+    if names is None:
+        directory.mkdir(parents=True, exist_ok=True)
+        names = os.listdir(directory)
+    if _has_leftovers(names):
+        remove_leftovers(directory, config, clock=clock)
+        names = os.listdir(directory)
     try:
         epochs, rebuild_epochs = LeaderEpochCache.load(directory), False
     except (CorruptCheckpointError, ValueError) as exc:
         log.warning("%s; rebuilding the leader epoch cache from the log", exc)
         epochs, rebuild_epochs = LeaderEpochCache(directory), True
-    present = {p.name for p in directory.iterdir()}
+    present = set(names)
     try:
-        segments = open_segments(directory, config, clock=clock)
+        segments = open_segments(directory, config, clock=clock, names=names)
     except BaseException:
         _remove_created_indexes(directory, present)
         raise
@@ -153,6 +159,23 @@ def _base_offset(name: str) -> int | None:
     return int(digits) if len(digits) == 20 and digits.isdigit() else None
 
 
+def _has_leftovers(names: list[str]) -> bool:
+    """Whether ``remove_leftovers`` has anything to do among ``names`` (checked from
+    the listing alone, without a ``stat`` per file)."""
+    logs = set()
+    indexes = []
+    for name in names:
+        if _base_offset(name) is None:
+            continue
+        if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)):
+            return True
+        if name.endswith(LOG_EXT):
+            logs.add(name[: -len(LOG_EXT)])
+        elif name.endswith((INDEX_EXT, TIME_INDEX_EXT)):
+            indexes.append(name.rsplit(".", 1)[0])
+    return any(stem not in logs for stem in indexes)
+
+
 def remove_leftovers(directory: Path, config: LogConfig, *, clock: Clock) -> None:
     """Step 1 of the module docstring."""
     swaps: list[int] = []
@@ -200,11 +223,14 @@ def _complete_swap(directory: Path, base: int, config: LogConfig, *, clock: Cloc
         swap.close()
 
 
-def open_segments(directory: Path, config: LogConfig, *, clock: Clock) -> list[LogSegment]:
+def open_segments(
+    directory: Path, config: LogConfig, *, clock: Clock, names: list[str] | None = None
+) -> list[LogSegment]:
     """Step 2: every plain ``.log`` in the directory, sorted by base offset."""
+    listing = os.listdir(directory) if names is None else names
     bases = sorted(
-        b for p in directory.iterdir()
-        if p.name.endswith(LOG_EXT) and (b := _base_offset(p.name)) is not None
+        b for name in listing
+        if name.endswith(LOG_EXT) and (b := _base_offset(name)) is not None
     )  # fmt: skip
     segments: list[LogSegment] = []
     try:

@@ -12,7 +12,7 @@ through ctypes, closes nothing it did not open, and exposes the pages as a writa
 After ``close()`` the view is released (any use raises ValueError), but a *slice* of
 it taken earlier is not tracked by ``memoryview``: the caller must not keep slices past
 ``close()`` (they would point at unmapped pages). Index code takes slices only for the
-duration of one call. Not yet used by the indexes (next step of issue 14).
+duration of one call. Used by ``core.storage.index`` for every index mapping.
 """
 
 from __future__ import annotations

@@ -11,6 +11,12 @@ entry for the append's last offset at the position where it starts, and a time-i
 entry with the segment's running max timestamp, then reset the count. Appends that
 pass their batches (``batches=``) apply the rule per batch, as Kafka 3.8+ and recovery
 do; other appends apply it once for the whole data.
+
+Resources: the ``.log`` descriptor comes from the process-wide ``DescriptorCache``
+(``core.storage.fd_cache``), opened on demand and pinned for each use; the indexes map
+their files only when first used (``core.storage.index``). Opening a segment only
+``stat``s its files: the first batch's timestamp and the time index's last entry are
+read when first asked for.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from core.storage.batch_scan import (
     whole_batches,
 )
 from core.storage.errors import CorruptIndexError, CorruptRecordError, KafkaStorageError
+from core.storage.fd_cache import SegmentFile, descriptor_cache
 from core.storage.index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
 from core.storage.records import decode_batch
 
@@ -48,6 +55,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 _BASE_OFFSET = struct.Struct(">q")  # the first field of a batch
+_UNKNOWN = -2  # a lazily read value not read yet (-1 and None are real values)
 
 BatchSpan = tuple[int, int, int, int]
 """One batch of an append: ``(position in the data, size, last offset, max timestamp)``."""
@@ -85,10 +93,12 @@ class LogSegment:
     missing is created preallocated and ``indexes_missing`` is set so the loader rebuilds
     it). The owning ``PartitionLog`` appends to the active (last) segment only, calls
     ``on_become_inactive`` when it rolls, and ``close`` or ``delete`` at the end. The
-    ``.log`` stays open (one fd) for the segment's life: appends ``write`` to it
-    (``O_APPEND``) and reads ``pread`` it, so hot tail reads come from the page cache.
+    ``.log`` descriptor is borrowed from the descriptor cache for each use: appends
+    ``write`` to it (``O_APPEND``) and reads ``pread`` it, so hot tail reads come from
+    the page cache.
 
-    Not thread-safe: the partition's owner serialises all calls.
+    Not thread-safe: the partition's owner serialises all calls (a flush on a worker
+    thread beside appends is fine: the descriptor is pinned by each).
     """
 
     def __init__(
@@ -109,26 +119,65 @@ class LogSegment:
         self.roll_jitter_ms = roll_jitter_ms
         self._clock = clock
         self.created_ms = clock.now_ms()
-        missing = not self._path(INDEX_EXT).exists() or not self._path(TIME_INDEX_EXT).exists()
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        cache = descriptor_cache()
         try:
-            self.size = os.fstat(self._fd).st_size
+            self.size = os.stat(self.log_path).st_size
+            self._file = SegmentFile(self.log_path, cache)
+        except FileNotFoundError:  # a new segment: create it (its descriptor is cached)
+            self._file = SegmentFile(self.log_path, cache, create=True)
+            self.size = 0
+        try:
             self.offset_index = OffsetIndex(self._path(INDEX_EXT), base_offset, max_index_bytes)
             self.time_index = TimeIndex(self._path(TIME_INDEX_EXT), base_offset, max_index_bytes)
         except BaseException:
-            os.close(self._fd)
+            self._file.close()
             raise
+        missing = self.offset_index.created or self.time_index.created
         self.indexes_missing = missing and self.size > 0
         self._bytes_since_last_index_entry = 0
         self._next_offset: int | None = None if self.size else base_offset
         #: the batch of the last single-batch append: tail readers (long polls woken by
         #: that append) find it without an index lookup and a scan of frames
         self._last_frame: Frame | None = None
-        self.max_timestamp = -1
-        self.max_timestamp_offset = base_offset
-        if self.time_index.entries:
-            self.max_timestamp, self.max_timestamp_offset = self.time_index.last_entry()
-        self.first_batch_timestamp: int | None = self._read_first_batch_timestamp()
+        # read when first asked for (_UNKNOWN): loading many segments reads nothing
+        self._max_timestamp = _UNKNOWN if self.time_index.entries else -1
+        self._max_timestamp_offset = base_offset
+        self._first_batch_timestamp: int | None = _UNKNOWN if self.size else None
+
+    # --- lazily read values --------------------------------------------------------
+
+    @property
+    def max_timestamp(self) -> int:
+        """The largest record timestamp seen (-1: none)."""
+        if self._max_timestamp == _UNKNOWN:
+            self._max_timestamp, self._max_timestamp_offset = self.time_index.last_entry()
+        return self._max_timestamp
+
+    @max_timestamp.setter
+    def max_timestamp(self, value: int) -> None:
+        self._max_timestamp = value
+
+    @property
+    def max_timestamp_offset(self) -> int:
+        """The offset of the record with ``max_timestamp``."""
+        if self._max_timestamp == _UNKNOWN:
+            self._max_timestamp, self._max_timestamp_offset = self.time_index.last_entry()
+        return self._max_timestamp_offset
+
+    @max_timestamp_offset.setter
+    def max_timestamp_offset(self, value: int) -> None:
+        self._max_timestamp_offset = value
+
+    @property
+    def first_batch_timestamp(self) -> int | None:
+        """The max timestamp of the first batch (``segment.ms`` rolls count from it)."""
+        if self._first_batch_timestamp == _UNKNOWN:
+            self._first_batch_timestamp = self._read_first_batch_timestamp()
+        return self._first_batch_timestamp
+
+    @first_batch_timestamp.setter
+    def first_batch_timestamp(self, value: int | None) -> None:
+        self._first_batch_timestamp = value
 
     @classmethod
     def open(
@@ -170,7 +219,7 @@ class LogSegment:
         """Rename all three files from suffix ``old`` to ``new`` (fds and maps stay valid)."""
         if old != self.suffix:
             raise ValueError(f"{self.log_path} does not have suffix {old!r}")
-        os.replace(self._path(LOG_EXT), self._path(LOG_EXT, new))
+        self._file.rename_to(self._path(LOG_EXT, new))
         self.offset_index.rename_to(self._path(INDEX_EXT, new))
         self.time_index.rename_to(self._path(TIME_INDEX_EXT, new))
         self.suffix = new
@@ -222,17 +271,25 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
 
     def _write(self, data: bytes | bytearray | memoryview) -> None:
-        view = memoryview(data)
-        written = 0
+        f = self._file
         try:
-            while written < len(view):
-                written += os.write(self._fd, view[written:])
+            fd = f.acquire()
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot append to {self.log_path}: {exc}") from exc
+        try:
+            written = os.write(fd, data)
+            if written < len(data):
+                view = memoryview(data)
+                while written < len(view):
+                    written += os.write(fd, view[written:])
         except OSError as exc:
             try:  # do not leave half a batch behind
-                os.ftruncate(self._fd, self.size)
+                os.ftruncate(fd, self.size)
             except OSError:
                 log.exception("cannot undo a partial write to %s", self.log_path)
             raise KafkaStorageError(f"cannot append to {self.log_path}: {exc}") from exc
+        finally:
+            f.release()
 
     def should_roll(
         self, *, incoming_size: int, max_timestamp: int, last_offset: int, now_ms: int,
@@ -259,16 +316,30 @@ class LogSegment:
 
     # --- reading -------------------------------------------------------------------
 
+    def _pread(self, size: int, position: int) -> bytes:
+        f = self._file
+        fd = f.acquire()
+        try:
+            return os.pread(fd, size, position)
+        finally:
+            f.release()
+
     def _scan(self, start: int) -> Iterator[tuple[int, BatchHeader]]:
-        """``(position, header)`` of each whole batch from ``start`` to the end."""
-        return scan_headers(self._fd, start, self.size)
+        """``(position, header)`` of each whole batch from ``start`` to the end (the
+        descriptor is pinned until the iterator is exhausted or dropped)."""
+        with self._file.pin() as fd:
+            yield from scan_headers(fd, start, self.size)
+
+    def _frames(self, start: int) -> Iterator[Frame]:
+        with self._file.pin() as fd:
+            yield from scan_frames(fd, start, self.size)
 
     def iter_batches(self) -> Iterator[tuple[int, BatchHeader]]:
         """``(position, header)`` of every batch, in file order."""
         return self._scan(0)
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
-        return os.pread(self._fd, header.size, position)
+        return self._pread(header.size, position)
 
     def locate(self, offset: int, start_position: int = 0) -> Frame | None:
         """The first batch whose last offset >= ``offset`` (index lookup, then a forward
@@ -278,9 +349,14 @@ class LogSegment:
                 and last.position >= start_position:
             return last  # every batch before it ends below its base offset
         _, index_pos = self.offset_index.lookup(offset)
-        for frame in scan_frames(self._fd, max(index_pos, start_position), self.size):
-            if frame.last_offset >= offset:
-                return frame
+        f = self._file
+        fd = f.acquire()
+        try:
+            for frame in scan_frames(fd, max(index_pos, start_position), self.size):
+                if frame.last_offset >= offset:
+                    return frame
+        finally:
+            f.release()
         return None
 
     def translate_offset(
@@ -290,7 +366,7 @@ class LogSegment:
         frame = self.locate(offset, start_position)
         if frame is None:
             return None
-        return frame.position, parse_header(os.pread(self._fd, HEADER_SIZE, frame.position))
+        return frame.position, parse_header(self._pread(HEADER_SIZE, frame.position))
 
     def read(
         self,
@@ -331,7 +407,7 @@ class LogSegment:
         want = min(budget, limit - pos)
         if want < first.size or (max_offset is not None and first.base_offset >= max_offset):
             return SegmentSlice(pos, b"", start_offset, start_offset)
-        buf = os.pread(self._fd, want, pos)
+        buf = self._pread(want, pos)
         used, next_offset = whole_batches(buf, max_offset)
         return SegmentSlice(
             pos, buf if used == len(buf) else buf[:used], first.base_offset, next_offset
@@ -356,7 +432,7 @@ class LogSegment:
         """The offset after the last batch (the base offset when empty)."""
         if self._next_offset is None:
             nxt = self.base_offset
-            for frame in scan_frames(self._fd, self.offset_index.last_entry()[1], self.size):
+            for frame in self._frames(self.offset_index.last_entry()[1]):
                 nxt = frame.last_offset + 1
             self._next_offset = nxt
         return self._next_offset
@@ -365,8 +441,8 @@ class LogSegment:
         if self.size < HEADER_SIZE:
             return None
         try:
-            return parse_header(os.pread(self._fd, HEADER_SIZE, 0)).max_timestamp
-        except CorruptRecordError:
+            return parse_header(self._pread(HEADER_SIZE, 0)).max_timestamp
+        except (CorruptRecordError, OSError):
             return None
 
     # --- recovery and truncation ---------------------------------------------------
@@ -381,10 +457,8 @@ class LogSegment:
         """CorruptIndexError if an index is missing or malformed (then rebuild it)."""
         if self.indexes_missing:
             raise CorruptIndexError(f"an index of {self.name} is missing")
-        self.offset_index.sanity_check()
+        self.offset_index.sanity_check(log_size=self.size)
         self.time_index.sanity_check()
-        if self.offset_index.entries and self.offset_index.last_entry()[1] >= self.size:
-            raise CorruptIndexError(f"offset index of {self.name} points past the log end")
 
     def check_batches(
         self, start: int = 0, *, expect_last_offset: int | None = None
@@ -429,10 +503,19 @@ class LogSegment:
         self.max_timestamp, self.max_timestamp_offset = -1, self.base_offset
         self.first_batch_timestamp = None
         self._bytes_since_last_index_entry = 0
-        file_size = os.fstat(self._fd).st_size
+        with self._file.pin() as fd:
+            truncated = self._recover_batches(fd, max_message_bytes, leader_epoch_cache)
+        self.on_become_inactive()  # final time-index entry, trimmed indexes
+        self.indexes_missing = False
+        return truncated
+
+    def _recover_batches(
+        self, fd: int, max_message_bytes: int, leader_epoch_cache: EpochSink | None
+    ) -> int:
+        file_size = os.fstat(fd).st_size
         valid, next_offset = 0, self.base_offset
         for pos, header in validated_batches(
-            self._fd, file_size, base_offset=self.base_offset,
+            fd, file_size, base_offset=self.base_offset,
             max_message_bytes=max_message_bytes, name=self.log_path,
         ):  # fmt: skip
             if pos == 0:
@@ -451,10 +534,8 @@ class LogSegment:
                 "%s: truncating segment %d at byte %d: %d bytes from the first invalid or "
                 "partial batch on are dropped", self.dir.name, self.base_offset, valid, truncated,
             )  # fmt: skip
-            os.ftruncate(self._fd, valid)
+            os.ftruncate(fd, valid)
         self.size, self._next_offset, self._last_frame = valid, next_offset, None
-        self.on_become_inactive()  # final time-index entry, trimmed indexes
-        self.indexes_missing = False
         return truncated
 
     def _note_timestamp(self, timestamp: int, offset: int) -> None:
@@ -470,7 +551,8 @@ class LogSegment:
         position = found.position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
-        os.ftruncate(self._fd, position)
+        with self._file.pin() as fd:
+            os.ftruncate(fd, position)
         truncated = self.size - position
         self.size = position
         self._last_frame = None
@@ -502,15 +584,17 @@ class LogSegment:
             self.time_index.maybe_append(ts, offset, skip_full_check=True)
 
     def on_become_inactive(self) -> None:
-        """At roll: force the final time-index entry and trim both indexes."""
+        """At roll: force the final time-index entry and trim both indexes (which
+        unmaps them: an inactive segment's indexes are mapped again on first use)."""
         self._final_time_entry()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
 
     def flush(self) -> None:
-        """fsync the ``.log`` and msync both indexes."""
+        """fsync the ``.log`` and msync (or fsync) both indexes."""
         try:
-            os.fsync(self._fd)
+            with self._file.pin() as fd:
+                os.fsync(fd)
             self.offset_index.flush()
             self.time_index.flush()
         except OSError as exc:
@@ -518,19 +602,16 @@ class LogSegment:
 
     def close(self) -> None:
         """Force the final time-index entry, trim the indexes, release the files."""
-        if self._fd < 0:
+        if self._file.closed:
             return
         self._final_time_entry()
         self.offset_index.close()
         self.time_index.close()
-        os.close(self._fd)
-        self._fd = -1
+        self._file.close()
 
     def delete(self) -> None:
         """Release and remove all three files."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
         self.offset_index.delete()
         self.time_index.delete()
         self.log_path.unlink(missing_ok=True)

@@ -69,6 +69,7 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("max.connections", int, 10000, "open HTTP connections per listener; more are answered 503 and closed (lowered, with a warning, to what the open-files limit leaves)"),
     _p("max.partitions.per.topic", int, 10000, "largest partition count a topic may be created with or grown to"),
     _p("max.partitions.per.broker", int, 50000, "partition replicas one broker may host; creations past it are refused"),
+    _p("log.segment.open.files.max", int, 0, "segment .log files kept open at once (an LRU: others are opened on demand); 0: half the soft open-files limit; lowered, with a warning, to what the limit leaves"),
     _p("replica.lag.time.max.ms", int, 30000, "time a follower may stay behind before leaving the ISR"),
     _p("log.retention.check.interval.ms", int, 300000, "how often retention runs"),
     _p("log.flush.scheduler.interval.ms", int, 1000, "how often the flush policy is checked"),
@@ -109,6 +110,10 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
 
 _BY_NAME = {p.name: p for p in BROKER_PROPERTIES}
 
+# Broker properties the log manager reads from the log defaults it is given, though
+# the table declares them (typed, described); handed over as strings too.
+STORAGE_PROPERTIES = frozenset({"log.segment.open.files.max"})
+
 # Broker properties that are topic defaults; handed to LogConfig as strings.
 LOG_DEFAULT_PREFIXES = ("log.", "message.", "min.insync.replicas", "unclean.leader.election.enable",
                         "compression.type")
@@ -144,6 +149,8 @@ class BrokerConfig:
         for key, raw in props.items():
             if key in _BY_NAME:
                 values[key] = _parse(_BY_NAME[key], raw)
+                if key in STORAGE_PROPERTIES:
+                    log_defaults[key] = str(values[key])
             elif key.startswith(LOG_DEFAULT_PREFIXES) and key != "log.dirs":
                 log_defaults[key] = str(raw)
         return cls(values, log_defaults)

@@ -4,12 +4,16 @@ written (Kafka's POLICY_VIOLATION: 400 / 40002 over REST).
 
 Two properties set the maxima: ``max.partitions.per.topic`` and
 ``max.partitions.per.broker`` (replicas hosted by one broker). The second is lowered to
-what the process can afford: every partition replica holds file descriptors (its active
-segment's log and the two index mappings) and memory mappings (two per segment), so the
-effective per-broker maximum is also bounded by the soft ``RLIMIT_NOFILE`` and by
-``vm.max_map_count``, after a reserve for connections and everything else. A broker
-whose limits are lower than the controller's sees the controller's (the controller
-decides for the cluster with its own budget; docs/limits.md).
+what the process can afford. Descriptors no longer grow with partitions: ``.log``
+files are opened through a bounded cache (``log.segment.open.files.max``,
+``core.storage.fd_cache``) and index mappings keep no descriptor
+(``core.storage.mapped_file``; only its fallback off glibc does, then two per
+partition count). Memory mappings do: the active segment's ``.index`` and
+``.timeindex`` of each replica (other segments map theirs only while read), so the
+effective per-broker maximum is bounded by ``vm.max_map_count`` after a reserve for
+everything else. A broker whose limits are lower than the controller's sees the
+controller's (the controller decides for the cluster with its own budget;
+docs/partition-limits.md).
 """
 
 from __future__ import annotations
@@ -20,16 +24,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.broker.errors import PolicyViolationError
+from core.storage.mapped_file import HOLDS_DESCRIPTOR
 
-#: descriptors a partition replica holds: its active segment's .log, and the .index and
-#: .timeindex mappings (Python's mmap keeps a duplicate descriptor per mapping)
-DESCRIPTORS_PER_PARTITION = 3
-#: memory mappings a partition replica holds (its active segment's two indexes)
+#: descriptors a partition replica holds for itself: none (its .log descriptor comes
+#: from the bounded cache, its index mappings keep none), except with the mmap.mmap
+#: fallback, which dups one per mapped index
+DESCRIPTORS_PER_PARTITION = 2 if HOLDS_DESCRIPTOR else 0
+#: memory mappings a partition replica holds: its active segment's two indexes
 MAPPINGS_PER_PARTITION = 2
 #: descriptors and mappings kept for everything but partitions (connections, sockets of
-#: other brokers, SQLite, ZooKeeper, Python's own); a quarter of a smaller limit
+#: other brokers, SQLite, ZooKeeper, Python's own, indexes of old segments being read);
+#: a quarter of a smaller limit
 RESERVED_DESCRIPTORS = 1024
 RESERVED_MAPPINGS = 4096
+
+
+#: what ``affordable_partitions`` answers when no limit bounds it
+UNBOUNDED = 1 << 30
 
 
 def _max_map_count() -> int | None:
@@ -47,10 +58,14 @@ def affordable_partitions(open_files: int | None = None, max_map_count: int | No
     if max_map_count is None:
         max_map_count = _max_map_count()
     # a quarter kept for the rest when the limits are small
-    by_files = (open_files - min(RESERVED_DESCRIPTORS, open_files // 4)) // DESCRIPTORS_PER_PARTITION
-    by_maps = ((max_map_count - min(RESERVED_MAPPINGS, max_map_count // 4)) // MAPPINGS_PER_PARTITION
-               if max_map_count is not None else by_files)
-    return max(0, min(by_files, by_maps))
+    bounds = [UNBOUNDED]
+    if DESCRIPTORS_PER_PARTITION:
+        bounds.append((open_files - min(RESERVED_DESCRIPTORS, open_files // 4))
+                      // DESCRIPTORS_PER_PARTITION)
+    if max_map_count is not None:
+        bounds.append((max_map_count - min(RESERVED_MAPPINGS, max_map_count // 4))
+                      // MAPPINGS_PER_PARTITION)
+    return max(0, min(bounds))
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,8 +174,10 @@ class Partition:
             r: FollowerState(last_caught_up_ms=now if r in isr else 0)
             for r in replicas if r != self.broker_id
         }
-        log.info("%s-%d: leader now (leader, epoch, isr) %s -> %s", *self.tp, was,
-                 (self.leader_id, leader_epoch, isr))
+        # a replica's first role (thousands at start) at debug, changes at info
+        log.log(logging.DEBUG if was[1] < 0 else logging.INFO,
+                "%s-%d: leader now (leader, epoch, isr) %s -> %s", *self.tp, was,
+                (self.leader_id, leader_epoch, isr))
         self.maybe_increment_high_watermark()
         return True
 

@@ -125,7 +125,7 @@ def test_index_density_follows_index_interval_bytes(tmp_path: Path, interval: in
         assert len(got) == 39  # every append but the first
     # each indexed position is the start of the batch whose last offset it names
     for off, pos in got:
-        assert parse_header(os.pread(seg._fd, 61, pos)).last_offset == off
+        assert parse_header(seg._pread(61, pos)).last_offset == off
     seg.close()
 
 
