@@ -17,6 +17,7 @@
  * those); raises ValueError on a records section that does not parse.
  *
  * b64decode_list(items) -> list[bytes] | None: the base64 columns of a produce request.
+ * produce_offsets(partitions, offsets) -> bytes: a produce answer's offsets, in JSON.
  */
 #include "_kafka_records.h"
 
@@ -252,11 +253,72 @@ static PyObject *b64decode_list(PyObject *self, PyObject *arg) {
     return out;
 }
 
-/* encode_records(values, keys) -> bytes: the records section of a v2 batch for
- * len(values) records with offset deltas 0..n-1, timestamp delta 0, attributes 0 and
- * no headers. values: list of bytes or None; keys: None (all null) or a list of the
- * same length. TypeError on anything else. */
+/* decimal digits of v (v >= 0) written at o; returns the end */
+static char *write_int(char *o, long long v) {
+    char tmp[24];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *o++ = '-';
+    while (n) *o++ = tmp[--n];
+    return o;
+}
+
+static const char OFFSET_HEAD[] = "{\"partition\":";
+static const char OFFSET_MID[] = ",\"offset\":";
+static const char OFFSET_TAIL[] = ",\"error_code\":null,\"error\":null}";
+
+/* produce_offsets(partitions, offsets) -> bytes: the items of a v2 produce answer's
+ * "offsets" array, comma-separated, for records that all succeeded:
+ * {"partition":P,"offset":O,"error_code":null,"error":null} (the bytes orjson writes
+ * for those dicts). Both lists of ints, equally long; TypeError otherwise. */
+static PyObject *produce_offsets(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *parts, *offsets;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &parts, &PyList_Type, &offsets))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(parts);
+    if (PyList_GET_SIZE(offsets) != n) {
+        PyErr_SetString(PyExc_TypeError, "partitions and offsets differ in length");
+        return NULL;
+    }
+    const Py_ssize_t fixed = sizeof(OFFSET_HEAD) - 1 + sizeof(OFFSET_MID) - 1 +
+                             sizeof(OFFSET_TAIL) - 1 + 1 + 2 * 21;
+    Py_ssize_t cap = n * fixed;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, cap > 0 ? cap : 1);
+    if (out == NULL) return NULL;
+    char *start = PyBytes_AS_STRING(out), *o = start;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(parts, i), *off = PyList_GET_ITEM(offsets, i);
+        if (!PyLong_CheckExact(p) || !PyLong_CheckExact(off)) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_TypeError, "partitions and offsets must be ints");
+            return NULL;
+        }
+        long long pv = PyLong_AsLongLong(p), ov = PyLong_AsLongLong(off);
+        if ((pv == -1 || ov == -1) && PyErr_Occurred()) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (i) *o++ = ',';
+        memcpy(o, OFFSET_HEAD, sizeof(OFFSET_HEAD) - 1);
+        o = write_int(o + sizeof(OFFSET_HEAD) - 1, pv);
+        memcpy(o, OFFSET_MID, sizeof(OFFSET_MID) - 1);
+        o = write_int(o + sizeof(OFFSET_MID) - 1, ov);
+        memcpy(o, OFFSET_TAIL, sizeof(OFFSET_TAIL) - 1);
+        o += sizeof(OFFSET_TAIL) - 1;
+    }
+    if (_PyBytes_Resize(&out, o - start) < 0) return NULL;
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"produce_offsets", produce_offsets, METH_VARARGS,
+     "produce_offsets(partitions, offsets) -> bytes: the comma-separated items of a v2 "
+     "produce answer's offsets array for records that all succeeded."},
     {"b64decode_list", b64decode_list, METH_O,
      "b64decode_list(items) -> list[bytes] | None: canonical standard base64 strings "
      "decoded; None if any item is not one."},

@@ -30,6 +30,13 @@ def b64decode_list(items: list[object]) -> list[bytes] | None:
     return None if _render is None else _render.b64decode_list(items)
 
 
+def produce_offsets(partitions: list[int], offsets: list[int]) -> bytes | None:
+    """The items of a v2 produce answer's ``offsets`` array, comma-separated, every
+    record successful: ``{"partition":P,"offset":O,"error_code":null,"error":null}``, the
+    bytes orjson writes for those dicts. None when the extension is not built."""
+    return None if _render is None else _render.produce_offsets(partitions, offsets)
+
+
 def render_batch(raw: bytes, head: bytes, mid: bytes,
                  header: BatchHeader | None = None) -> list[bytes] | None:
     """One JSON fragment per record of the batch ``raw``:

@@ -57,9 +57,12 @@ def _load_result(res: LoadResult, target: Target | None = None) -> dict[str, Any
 
 async def produce_load(target: Target, path: str, *, records: int, batch: int, size: int,
                        connections: int, warmup: float, duration: float, progress: bool,
-                       label: str = "produce") -> dict[str, Any]:
-    """Closed-loop produce of at most ``records`` records to ``path``."""
-    full = produce_req(path, produce_body(batch, size))
+                       label: str = "produce", keys: int = 0,
+                       headers: int = 0) -> dict[str, Any]:
+    """Closed-loop produce of at most ``records`` records to ``path`` (``keys`` distinct
+    keys, 0 = unkeyed; ``headers`` headers per record)."""
+    full = produce_req(path, produce_body(batch, size, keys=keys, headers=headers))
+    counts = {id(full.body): batch}  # records per body (header objects have "value" too)
     left = records
     record_errors = 0
     first_error: str | None = None
@@ -71,12 +74,16 @@ async def produce_load(target: Target, path: str, *, records: int, batch: int, s
             return None
         n = min(batch, left)
         left -= n
-        return full if n == batch else produce_req(path, produce_body(n, size))
+        if n == batch:
+            return full
+        req = produce_req(path, produce_body(n, size, keys=keys, headers=headers))
+        counts[id(req.body)] = n
+        return req
 
     async def on_resp(_i: int, req: Any, resp: Any) -> tuple[int, int]:
         nonlocal checked, record_errors, first_error
         body = resp[2]
-        n = req.body.count(b'"value":')
+        n = counts[id(req.body)]
         ok = body.count(b'"error_code":null')
         if not checked or ok != n:
             offsets = orjson.loads(body).get("offsets")

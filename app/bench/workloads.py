@@ -49,11 +49,26 @@ class BenchError(RuntimeError):
 # --- payloads ------------------------------------------------------------------------------
 
 
-def produce_body(n: int, size: int = 100) -> bytes:
-    """A v2 binary produce body of ``n`` records with random ``size``-byte values."""
-    return orjson.dumps(
-        {"records": [{"value": base64.b64encode(os.urandom(size)).decode()} for _ in range(n)]}
-    )
+def produce_body(n: int, size: int = 100, *, keys: int = 0, headers: int = 0) -> bytes:
+    """A v2 binary produce body of ``n`` records with random ``size``-byte values; with
+    ``keys`` > 0 record i has the key ``key-<i mod keys>`` (``keys`` distinct keys, so
+    Kafka's partitioner spreads them), with ``headers`` > 0 each record carries that many
+    headers ``h0..`` of 8 random bytes."""
+
+    def b64(raw: bytes) -> str:
+        return base64.b64encode(raw).decode()
+
+    rows: list[dict[str, Any]] = []
+    for i in range(n):
+        row: dict[str, Any] = {}
+        if keys > 0:
+            row["key"] = b64(f"key-{i % keys}".encode())
+        row["value"] = b64(os.urandom(size))
+        if headers > 0:
+            row["headers"] = [{"key": f"h{j}", "value": b64(os.urandom(8))}
+                              for j in range(headers)]
+        rows.append(row)
+    return orjson.dumps({"records": rows})
 
 
 def produce_req(path: str, body: bytes) -> Req:

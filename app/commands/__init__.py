@@ -337,6 +337,11 @@ def _bench(sub: Any, common: argparse.ArgumentParser) -> None:
                                      "--connections connections; creates the topic when "
                                      "missing.")
     p.add_argument("--acks", choices=("0", "1", "all"), default="1", help="default 1")
+    p.add_argument("--keys", type=_non_negative, default=0, metavar="N",
+                   help="N distinct keys, record i keyed key-<i mod N> (Kafka's partitioner "
+                        "spreads them); 0 = unkeyed (default)")
+    p.add_argument("--headers", type=_non_negative, default=0, metavar="K",
+                   help="K headers of 8 random bytes on every record (default 0)")
     p.add_argument("--partitions", type=_positive, help="partitions when the topic is created")
     p.add_argument("--config", type=_config_pair, action="append", default=[],
                    metavar="KEY=VALUE",

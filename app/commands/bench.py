@@ -137,11 +137,12 @@ def _produce(args: argparse.Namespace, client: FranzClient) -> tuple[dict[str, A
     result, loop = run_loop(produce_load(
         target, path, records=args.records, batch=args.batch, size=args.record_size,
         connections=args.connections, warmup=args.warmup, duration=args.duration,
-        progress=progress_enabled(args)))
+        progress=progress_enabled(args), keys=args.keys, headers=args.headers))
     head = {"workload": "produce", "bootstrap_server": client.base_url, "topic": args.topic,
             "topic_created": created,
             "params": _params(args, "records", "record_size", "batch", "connections", "acks",
-                              "duration", "warmup", "partitions", "config")}
+                              "keys", "headers", "duration", "warmup", "partitions",
+                              "config")}
     return {**head, **result}, loop
 
 

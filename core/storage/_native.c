@@ -2,8 +2,9 @@
  *
  * record_sizes(records, count) -> list[int]: cumulative key + value sizes of a batch's
  * records (how reads cut at max_bytes) without decoding them.
- * encode_records(values, keys) -> bytes: the records section of a batch with one
- * timestamp and no headers (the produce path's common case).
+ * encode_records(...) -> the records section of a produce batch: keys, headers and
+ * per-record timestamps, all records or a chosen subset (one partition's) in one pass.
+ * key_partitions(keys, n), murmur2(data): Kafka's default partitioner.
  *
  * Kafka format only: JSON rendering lives in api._render.
  */
@@ -87,7 +88,7 @@ static int nullable_bytes(PyObject *item, const char **data, Py_ssize_t *len) {
         return 0;
     }
     if (!PyBytes_CheckExact(item)) {
-        PyErr_SetString(PyExc_TypeError, "keys and values must be bytes or None");
+        PyErr_SetString(PyExc_TypeError, "keys, values and header values must be bytes or None");
         return -1;
     }
     *data = PyBytes_AS_STRING(item);
@@ -95,40 +96,171 @@ static int nullable_bytes(PyObject *item, const char **data, Py_ssize_t *len) {
     return 0;
 }
 
+/* One header (key str, value bytes or None) as its parts; -1 with TypeError otherwise. */
+static int header_parts(PyObject *h, const char **hk, Py_ssize_t *hklen, const char **hv,
+                        Py_ssize_t *hvlen) {
+    if (!(PyTuple_CheckExact(h) || PyList_CheckExact(h)) || PySequence_Fast_GET_SIZE(h) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a header must be a (str, bytes | None) pair");
+        return -1;
+    }
+    PyObject *k = PySequence_Fast_GET_ITEM(h, 0);
+    if (!PyUnicode_CheckExact(k)) {
+        PyErr_SetString(PyExc_TypeError, "a header key must be a str");
+        return -1;
+    }
+    *hk = PyUnicode_AsUTF8AndSize(k, hklen); /* cached in the str after the first call */
+    if (*hk == NULL) return -1;
+    return nullable_bytes(PySequence_Fast_GET_ITEM(h, 1), hv, hvlen);
+}
+
+/* The encoded size of a record's headers section (count varint included), or -1. */
+static Py_ssize_t headers_size(PyObject *hs) {
+    if (hs == Py_None) return 1;
+    if (!PyList_CheckExact(hs)) {
+        PyErr_SetString(PyExc_TypeError, "headers must be lists");
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(hs), size = varint_size(n);
+    for (Py_ssize_t j = 0; j < n; j++) {
+        const char *hk, *hv;
+        Py_ssize_t hklen, hvlen;
+        if (header_parts(PyList_GET_ITEM(hs, j), &hk, &hklen, &hv, &hvlen) < 0) return -1;
+        size += varint_size(hklen) + hklen + varint_size(hvlen) + (hvlen > 0 ? hvlen : 0);
+    }
+    return size;
+}
+
+static char *headers_write(char *o, PyObject *hs) {
+    if (hs == Py_None) {
+        *o++ = 0;
+        return o;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(hs);
+    o = varint_write(o, n);
+    for (Py_ssize_t j = 0; j < n; j++) { /* checked by headers_size: cannot fail */
+        const char *hk, *hv;
+        Py_ssize_t hklen, hvlen;
+        header_parts(PyList_GET_ITEM(hs, j), &hk, &hklen, &hv, &hvlen);
+        o = varint_write(o, hklen);
+        memcpy(o, hk, hklen);
+        o += hklen;
+        o = varint_write(o, hvlen);
+        if (hvlen > 0) {
+            memcpy(o, hv, hvlen);
+            o += hvlen;
+        }
+    }
+    return o;
+}
+
+/* The column index of the batch's j-th record: idxs[j], or j without idxs. */
+static int column_index(PyObject *idxs, Py_ssize_t j, Py_ssize_t n, Py_ssize_t *out) {
+    if (idxs == Py_None) {
+        *out = j;
+        return 0;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(idxs, j));
+    if (i == -1 && PyErr_Occurred()) return -1;
+    if (i < 0 || i >= n) {
+        PyErr_SetString(PyExc_IndexError, "record index out of range");
+        return -1;
+    }
+    *out = i;
+    return 0;
+}
+
+/* A record's timestamp: timestamps[i], or now when that is None (or there is no column). */
+static int record_timestamp(PyObject *timestamps, Py_ssize_t i, long long now, long long *out) {
+    PyObject *t = timestamps == Py_None ? Py_None : PyList_GET_ITEM(timestamps, i);
+    if (t == Py_None) {
+        *out = now;
+        return 0;
+    }
+    if (!PyLong_CheckExact(t)) {
+        PyErr_SetString(PyExc_TypeError, "timestamps must be ints or None");
+        return -1;
+    }
+    *out = PyLong_AsLongLong(t); /* OverflowError past int64 */
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* A record's size after its length varint: attributes, deltas, key, value, headers. */
+static Py_ssize_t record_body_size(long long ts_delta, Py_ssize_t offset_delta, Py_ssize_t klen,
+                                   Py_ssize_t vlen, Py_ssize_t headers) {
+    return 1 + varint_size(ts_delta) + varint_size(offset_delta) + varint_size(klen) +
+           (klen > 0 ? klen : 0) + varint_size(vlen) + (vlen > 0 ? vlen : 0) + headers;
+}
+
+static int optional_column(PyObject *col, Py_ssize_t n, const char *name) {
+    if (col != Py_None && (!PyList_CheckExact(col) || PyList_GET_SIZE(col) != n)) {
+        PyErr_Format(PyExc_TypeError, "%s must be None or a list as long as values", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* encode_records(values, keys, headers=None, timestamps=None, now=0, idxs=None)
+ *   -> (records section, first timestamp, max timestamp)
+ * The records section of one v2 batch holding the records idxs[0], idxs[1], ... of the
+ * columns (all of them, in order, when idxs is None), offset deltas 0..n-1, timestamp
+ * deltas against the first record's timestamp, exactly as Kafka's (and the Python)
+ * builders write them. keys / headers / timestamps: a list as long as values, or None
+ * (no keys, no headers, every timestamp `now`); a None timestamp is `now` too. */
 static PyObject *encode_records(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *values, *keys;
-    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &values, &keys)) return NULL;
+    PyObject *values, *keys, *headers = Py_None, *timestamps = Py_None, *idxs = Py_None;
+    long long now = 0;
+    if (!PyArg_ParseTuple(args, "O!O|OOLO", &PyList_Type, &values, &keys, &headers,
+                          &timestamps, &now, &idxs))
+        return NULL;
     Py_ssize_t n = PyList_GET_SIZE(values);
-    if (keys != Py_None && (!PyList_CheckExact(keys) || PyList_GET_SIZE(keys) != n)) {
-        PyErr_SetString(PyExc_TypeError, "keys must be None or a list as long as values");
+    if (optional_column(keys, n, "keys") < 0 || optional_column(headers, n, "headers") < 0 ||
+        optional_column(timestamps, n, "timestamps") < 0)
+        return NULL;
+    if (idxs != Py_None && !PyList_CheckExact(idxs)) {
+        PyErr_SetString(PyExc_TypeError, "idxs must be None or a list of ints");
         return NULL;
     }
+    Py_ssize_t count = idxs == Py_None ? n : PyList_GET_SIZE(idxs);
+    if (count == 0) {
+        PyErr_SetString(PyExc_ValueError, "a batch needs at least one record");
+        return NULL;
+    }
+    long long first = 0, max = 0;
     Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) { /* sizes first: one allocation */
+    for (Py_ssize_t j = 0; j < count; j++) { /* sizes first: one allocation */
         const char *d;
-        Py_ssize_t klen = -1, vlen;
+        Py_ssize_t i, klen = -1, vlen, hsize;
+        long long ts;
+        if (column_index(idxs, j, n, &i) < 0 || record_timestamp(timestamps, i, now, &ts) < 0)
+            return NULL;
+        if (j == 0) first = max = ts;
+        else if (ts > max) max = ts;
         if (nullable_bytes(PyList_GET_ITEM(values, i), &d, &vlen) < 0) return NULL;
         if (keys != Py_None && nullable_bytes(PyList_GET_ITEM(keys, i), &d, &klen) < 0)
             return NULL;
-        Py_ssize_t body = 1 + 1 + varint_size(i) + varint_size(klen) + (klen > 0 ? klen : 0) +
-                          varint_size(vlen) + (vlen > 0 ? vlen : 0) + 1;
+        hsize = headers_size(headers == Py_None ? Py_None : PyList_GET_ITEM(headers, i));
+        if (hsize < 0) return NULL;
+        Py_ssize_t body = record_body_size(ts - first, j, klen, vlen, hsize);
         total += varint_size(body) + body;
     }
     PyObject *out = PyBytes_FromStringAndSize(NULL, total);
     if (out == NULL) return NULL;
     char *o = PyBytes_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const char *key = NULL, *value;
-        Py_ssize_t klen = -1, vlen;
+    for (Py_ssize_t j = 0; j < count; j++) { /* every item was checked above */
+        const char *key = NULL, *value = NULL;
+        Py_ssize_t i = j, klen = -1, vlen = -1;
+        long long ts = now;
+        column_index(idxs, j, n, &i);
+        record_timestamp(timestamps, i, now, &ts);
+        PyObject *hs = headers == Py_None ? Py_None : PyList_GET_ITEM(headers, i);
         nullable_bytes(PyList_GET_ITEM(values, i), &value, &vlen);
         if (keys != Py_None) nullable_bytes(PyList_GET_ITEM(keys, i), &key, &klen);
-        Py_ssize_t body = 1 + 1 + varint_size(i) + varint_size(klen) + (klen > 0 ? klen : 0) +
-                          varint_size(vlen) + (vlen > 0 ? vlen : 0) + 1;
+        Py_ssize_t body = record_body_size(ts - first, j, klen, vlen, headers_size(hs));
         o = varint_write(o, body);
         *o++ = 0; /* attributes */
-        *o++ = 0; /* timestamp delta */
-        o = varint_write(o, i);
+        o = varint_write(o, ts - first);
+        o = varint_write(o, j);
         o = varint_write(o, klen);
         if (klen > 0) {
             memcpy(o, key, klen);
@@ -139,15 +271,198 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
             memcpy(o, value, vlen);
             o += vlen;
         }
-        *o++ = 0; /* no headers */
+        o = headers_write(o, hs);
+    }
+    return Py_BuildValue("(NLL)", out, first, max);
+}
+
+/* Kafka's Utils.murmur2 (MurmurHash2, 32 bits, seed 0x9747b28c), as a signed int. */
+static int32_t murmur2_hash(const unsigned char *data, Py_ssize_t length) {
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    Py_ssize_t words = length / 4;
+    for (Py_ssize_t i = 0; i < words; i++) {
+        const unsigned char *w = data + 4 * i;
+        uint32_t k = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 |
+                     (uint32_t)w[3] << 24;
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const unsigned char *tail = data + 4 * words;
+    switch (length & 3) { /* Java's fall-through switch */
+    case 3:
+        h ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= (uint32_t)tail[0];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return (int32_t)h;
+}
+
+static PyObject *murmur2(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
+    int32_t h = murmur2_hash((const unsigned char *)data.buf, data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromLong(h);
+}
+
+/* key_partitions(keys, num_partitions) -> dict[int, list[int]]: Kafka's default
+ * partitioner over a column of keys, toPositive(murmur2(key)) % num_partitions; each
+ * partition's list holds the indexes of its records in input order; records with a
+ * null key are listed under -1. */
+static PyObject *key_partitions(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *keys;
+    Py_ssize_t parts;
+    if (!PyArg_ParseTuple(args, "O!n", &PyList_Type, &keys, &parts)) return NULL;
+    if (parts <= 0 || parts > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "num_partitions must be in 1..2^31-1");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    /* consecutive records often share a partition list: keep the last one at hand */
+    long last_p = -2;
+    PyObject *last_list = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        long p;
+        if (key == Py_None) {
+            p = -1;
+        } else if (PyBytes_CheckExact(key)) {
+            int32_t h = murmur2_hash((const unsigned char *)PyBytes_AS_STRING(key),
+                                     PyBytes_GET_SIZE(key));
+            p = (long)((uint32_t)h & 0x7fffffffu) % (long)parts;
+        } else {
+            PyErr_SetString(PyExc_TypeError, "keys must be bytes or None");
+            goto fail;
+        }
+        PyObject *list = last_list;
+        if (p != last_p) {
+            PyObject *pk = PyLong_FromLong(p);
+            if (pk == NULL) goto fail;
+            list = PyDict_GetItemWithError(out, pk); /* borrowed */
+            if (list == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(pk);
+                    goto fail;
+                }
+                list = PyList_New(0);
+                if (list == NULL || PyDict_SetItem(out, pk, list) < 0) {
+                    Py_XDECREF(list);
+                    Py_DECREF(pk);
+                    goto fail;
+                }
+                Py_DECREF(list); /* the dict holds it */
+            }
+            Py_DECREF(pk);
+            last_p = p;
+            last_list = list;
+        }
+        PyObject *idx = PyLong_FromSsize_t(i);
+        if (idx == NULL || PyList_Append(list, idx) < 0) {
+            Py_XDECREF(idx);
+            goto fail;
+        }
+        Py_DECREF(idx);
     }
     return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* scatter_offsets(total, runs) -> (partitions, offsets): the per-record answer of a
+ * produce request appended to several partitions, back in input order. runs: a list of
+ * (partition, first_offset, order) where order lists the input indexes appended there
+ * in log order (a list of ints or a range); records in no run read None. */
+static PyObject *scatter_offsets(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t total;
+    PyObject *runs;
+    if (!PyArg_ParseTuple(args, "nO!", &total, &PyList_Type, &runs)) return NULL;
+    if (total < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative total");
+        return NULL;
+    }
+    PyObject *parts = PyList_New(total), *offsets = PyList_New(total);
+    if (parts == NULL || offsets == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < total; i++) {
+        Py_INCREF(Py_None);
+        PyList_SET_ITEM(parts, i, Py_None);
+        Py_INCREF(Py_None);
+        PyList_SET_ITEM(offsets, i, Py_None);
+    }
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(runs); r++) {
+        PyObject *run = PyList_GET_ITEM(runs, r), *order, *seq = NULL;
+        long long first;
+        PyObject *partition;
+        if (!PyTuple_CheckExact(run) || PyTuple_GET_SIZE(run) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a run is (partition, first_offset, order)");
+            goto fail;
+        }
+        partition = PyTuple_GET_ITEM(run, 0);
+        first = PyLong_AsLongLong(PyTuple_GET_ITEM(run, 1));
+        if (first == -1 && PyErr_Occurred()) goto fail;
+        order = PyTuple_GET_ITEM(run, 2);
+        seq = PySequence_Fast(order, "order must be a sequence of ints");
+        if (seq == NULL) goto fail;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        for (Py_ssize_t k = 0; k < n; k++) {
+            Py_ssize_t i = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, k));
+            if (i == -1 && PyErr_Occurred()) {
+                Py_DECREF(seq);
+                goto fail;
+            }
+            if (i < 0 || i >= total) {
+                Py_DECREF(seq);
+                PyErr_SetString(PyExc_IndexError, "record index out of range");
+                goto fail;
+            }
+            PyObject *off = PyLong_FromLongLong(first + k);
+            if (off == NULL) {
+                Py_DECREF(seq);
+                goto fail;
+            }
+            Py_INCREF(partition);
+            PyList_SetItem(parts, i, partition); /* steals; drops the None it replaces */
+            PyList_SetItem(offsets, i, off);
+        }
+        Py_DECREF(seq);
+    }
+    return Py_BuildValue("(NN)", parts, offsets);
+fail:
+    Py_XDECREF(parts);
+    Py_XDECREF(offsets);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
+    {"scatter_offsets", scatter_offsets, METH_VARARGS,
+     "scatter_offsets(total, runs) -> (partitions, offsets): per-record partitions and "
+     "offsets in input order from (partition, first_offset, order) runs."},
     {"encode_records", encode_records, METH_VARARGS,
-     "encode_records(values, keys) -> bytes: a v2 batch's records section (offset deltas "
-     "0..n-1, timestamp delta 0, no headers)."},
+     "encode_records(values, keys, headers=None, timestamps=None, now=0, idxs=None) -> "
+     "(records, first_timestamp, max_timestamp): a v2 batch's records section of the "
+     "records idxs (all when None), offset deltas 0..n-1."},
+    {"key_partitions", key_partitions, METH_VARARGS,
+     "key_partitions(keys, num_partitions) -> dict[int, list[int]]: Kafka's default "
+     "partitioner over a column of keys (null keys under -1)."},
+    {"murmur2", murmur2, METH_VARARGS,
+     "murmur2(data) -> int: Kafka's Utils.murmur2, a signed 32-bit int."},
     {"record_sizes", record_sizes, METH_VARARGS,
      "record_sizes(records, count) -> list[int]: cumulative key + value bytes of a v2 "
      "batch's records (count + 1 items)."},

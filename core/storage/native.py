@@ -1,14 +1,17 @@
 """The C accelerator of Kafka's record format, when it was built (``core/storage/_native.c``).
 
 ``record_sizes`` gives a batch's cumulative key + value sizes (how reads cut at
-``max_bytes``) without decoding its records; ``encode_batch`` writes the batch of a
-produce request with one timestamp and no headers. Both answer None when the extension
-is missing (installed without a C compiler); callers then take their pure-Python path,
-which gives the same results. The API's JSON rendering has its own accelerator
+``max_bytes``) without decoding its records; ``encode_batch`` writes one partition's
+batch of a produce request (keys, headers, per-record timestamps) in one pass;
+``key_partitions`` and ``murmur2`` are Kafka's default partitioner. All answer None when
+the extension is missing (installed without a C compiler); callers then take their
+pure-Python path, which gives the same results. The API's JSON rendering has its own accelerator
 (``api.native_render``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from core.storage import codec
 from core.storage.batch import (
@@ -19,6 +22,8 @@ from core.storage.batch import (
 )
 from core.storage.errors import CorruptRecordError
 
+Headers = list[tuple[str, "bytes | None"]]
+
 try:
     from core.storage import _native
 except ImportError:  # built without a C compiler: callers use their Python path
@@ -28,18 +33,45 @@ AVAILABLE = _native is not None
 
 
 def encode_batch(values: list[bytes | None], keys: list[bytes | None] | None, timestamp: int,
-                 compression: int) -> bytearray | None:
-    """A v2 batch (base offset 0, no producer, CRC set) of records with one timestamp and
-    no headers, the bytes the C builder of ``core.storage.records`` writes; None when
-    the extension is not built."""
+                 compression: int, *, headers: list[Headers] | None = None,
+                 timestamps: list[int | None] | None = None,
+                 idxs: list[int] | None = None) -> bytearray | None:
+    """A v2 batch (base offset 0, no producer, CRC set) of the records ``idxs`` of the
+    columns (every record when None), in one pass: the bytes the codec's builder
+    writes. ``keys``, ``headers``, ``timestamps``: columns as long as ``values`` or None;
+    a record's timestamp is its own, else ``timestamp``. None when the extension is not
+    built; TypeError when a column holds what the builder would have to judge."""
     if _native is None:
         return None
-    body = _native.encode_records(values, keys)
+    body, first, max_ts = _native.encode_records(values, keys, headers, timestamps, timestamp,
+                                                 idxs)
     if compression != codec.NONE:
         body = codec.compress(compression, body)
-    n = len(values)
-    return assemble_batch(BatchHeader(0, 0, -1, 2, 0, compression, n - 1, timestamp, timestamp,
+    n = len(values) if idxs is None else len(idxs)
+    return assemble_batch(BatchHeader(0, 0, -1, 2, 0, compression, n - 1, first, max_ts,
                                       -1, -1, -1, n), body)
+
+
+def key_partitions(keys: list[bytes | None], num_partitions: int) -> dict[int, list[int]] | None:
+    """Kafka's default partitioner over a column of keys: partition -> the indexes of
+    its records, in order; null keys under -1. None when the extension is not built."""
+    if _native is None:
+        return None
+    return _native.key_partitions(keys, num_partitions)
+
+
+def scatter_offsets(total: int, runs: list[tuple[int, int, Sequence[int]]]
+                    ) -> tuple[list[int | None], list[int | None]] | None:
+    """Per-record partitions and offsets, in input order, of a produce request appended
+    to several partitions: ``runs`` holds ``(partition, first_offset, order)``, ``order``
+    the input indexes appended there in log order; records in no run read None. None
+    when the extension is not built."""
+    return None if _native is None else _native.scatter_offsets(total, runs)
+
+
+def murmur2(data: bytes) -> int | None:
+    """Kafka's ``Utils.murmur2`` of ``data`` (signed 32 bits); None without the extension."""
+    return None if _native is None else _native.murmur2(data)
 
 
 def records_section(raw: bytes, h: BatchHeader) -> bytes | memoryview:

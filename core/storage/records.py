@@ -135,6 +135,44 @@ def build_batch_from_columns(
     return builder.build()
 
 
+def build_batch_at(
+    values: Sequence[bytes | None],
+    keys: Sequence[bytes | None] | None,
+    headers: Sequence[Headers] | None,
+    timestamps: Sequence[int | None] | None,
+    now_ms: int,
+    idxs: Sequence[int],
+    *,
+    max_bytes: int,
+) -> bytearray | None:
+    """One uncompressed batch of the records ``idxs`` of the columns (a ``range`` or a
+    list of indexes), written in one pass by the C extension: keys, headers and per-record
+    timestamps (None = ``now_ms``) included. None when that cannot be done here: the
+    extension is not built, a column is not a list or holds what the general builder
+    must judge, or the batch would be larger than ``max_bytes`` before compression
+    (the caller then splits the records)."""
+    if type(values) is not list:
+        return None
+    n = len(values)
+    at: list[int] | None
+    if isinstance(idxs, range):
+        at = None if idxs == range(n) else list(idxs)
+    else:
+        at = idxs if type(idxs) is list else list(idxs)
+    try:
+        built = native.encode_batch(
+            values, keys if keys is None or type(keys) is list else list(keys), now_ms,
+            codec.NONE, headers=headers if headers is None or type(headers) is list
+            else list(headers),
+            timestamps=timestamps if timestamps is None or type(timestamps) is list
+            else list(timestamps), idxs=at)
+    except (TypeError, OverflowError):
+        return None
+    if built is None or len(built) > max_bytes:
+        return None
+    return built
+
+
 # Records are made on every read: bypass the frozen dataclass ``__init__`` (six
 # ``object.__setattr__`` calls through Python) and set the slots directly, which makes
 # the same objects about twice as fast. Only while Record stays a plain frozen slotted

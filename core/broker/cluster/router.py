@@ -19,7 +19,7 @@ Event-loop only.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -33,6 +33,7 @@ from core.broker.metadata.cache import MetadataCache
 from core.broker.replica.delayed import abandon
 from core.broker.replica.manager import ReplicaManager
 from core.broker.types import PartitionOffsets, TopicPartition
+from core.errors import FranzError
 from core.storage.log import AppendInfo, FetchData
 
 Address = tuple[str, int]
@@ -91,6 +92,40 @@ class Router:
         info = await self._with_retries(tp, call)
         self.stats.record_append(tp.topic, records=info.num_records, size=len(data))
         return info
+
+    async def append_many(self, items: Sequence[tuple[TopicPartition, bytearray]], *,
+                          acks: int, timeout_ms: int) -> list[AppendInfo | FranzError]:
+        """``append`` of several partitions (one produce request's batches): those led
+        here in one synchronous pass (``ReplicaManager.append_many``: no event-loop step
+        per partition), the others through ``append`` (forwarded, retried) concurrently.
+        One result per item: an AppendInfo, or the FranzError of that partition alone."""
+        local: list[int] = []
+        out: list[AppendInfo | FranzError | None] = [None] * len(items)
+        remote: list[int] = []
+        for i, (tp, _data) in enumerate(items):
+            p = self._replicas.partitions.get(tp)
+            (local if p is not None and p.is_leader else remote).append(i)
+        if local:
+            done = await self._replicas.append_many(
+                [items[i] for i in local], acks=acks, timeout_ms=timeout_ms)
+            for i, result in zip(local, done, strict=True):
+                if isinstance(result, NotLeaderOrFollowerError):
+                    remote.append(i)  # lost the lead meanwhile: routed as any other
+                    continue
+                out[i] = result
+                if not isinstance(result, FranzError):
+                    tp, data = items[i]
+                    self.stats.record_append(tp.topic, records=result.num_records,
+                                             size=len(data))
+        if remote:
+            routed = await asyncio.gather(
+                *(self.append(items[i][0], items[i][1], acks=acks, timeout_ms=timeout_ms)
+                  for i in remote), return_exceptions=True)
+            for i, result in zip(remote, routed, strict=True):
+                if isinstance(result, BaseException) and not isinstance(result, FranzError):
+                    raise result
+                out[i] = result
+        return out  # type: ignore[return-value]
 
     async def fetch(self, tp: TopicPartition, offset: int, *, max_bytes: int,
                     max_wait_ms: int) -> FetchedData:

@@ -12,7 +12,9 @@ a Java client, and co-partitioned topics stay co-partitioned.
 seed ``0x9747b28c``, ``m = 0x5bd1e995``, ``r = 24``, over the key read as little-endian
 4-byte words, then the 1-3 tail bytes, then the final avalanche; Java's signed 32-bit
 int is the result. It is *not* MurmurHash3, so the ``mmh3`` package (a C murmur3) cannot
-stand in for it; this module is pure Python and adds no dependency.
+stand in for it. The C extension ``core.storage._native`` computes it (and groups a whole
+request's keys by partition in one pass: ``key_partitions``); the pure-Python ``murmur2``
+here is the fallback without a C compiler, tested equal to it and to Kafka's values.
 
 Records without a key: the Java client (2.4+, KIP-480) sticks to one partition per
 batch and switches when the batch is sent. A REST request is the natural batch here, so
@@ -25,9 +27,11 @@ from __future__ import annotations
 import itertools
 import random
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
-__all__ = ["UnkeyedPartitioner", "murmur2", "partition_for_key", "to_positive"]
+from core.storage import native
+
+__all__ = ["UnkeyedPartitioner", "key_partitions", "murmur2", "partition_for_key", "to_positive"]
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -83,7 +87,31 @@ def partition_for_key(key: bytes, num_partitions: int) -> int:
     """The partition the Java producer's default partitioner picks for ``key``."""
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
-    return to_positive(murmur2(key)) % num_partitions
+    h = native.murmur2(key) if type(key) is bytes else None
+    return to_positive(murmur2(key) if h is None else h) % num_partitions
+
+
+def key_partitions(keys: Sequence[bytes | None], num_partitions: int) -> dict[int, list[int]]:
+    """``partition_for_key`` over a column: partition -> indexes of its records in
+    order, null keys under -1. One pass in C when the extension is built."""
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    if type(keys) is list:
+        try:
+            out = native.key_partitions(keys, num_partitions)
+        except TypeError:  # not all bytes: the Python path below decides
+            out = None
+        if out is not None:
+            return out
+    out = {}
+    for i, key in enumerate(keys):
+        p = -1 if key is None else partition_for_key(key, num_partitions)
+        idxs = out.get(p)
+        if idxs is None:
+            out[p] = [i]
+        else:
+            idxs.append(i)
+    return out
 
 
 class UnkeyedPartitioner:

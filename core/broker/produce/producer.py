@@ -5,32 +5,46 @@ murmur2 hash of the key (so keyed records land where a Java producer puts them),
 one partition per request chosen round-robin (``UnkeyedPartitioner``). Records of one
 partition become v2 batches no larger than the topic's ``max.message.bytes`` (a record
 that cannot fit alone fails by itself with MESSAGE_TOO_LARGE); all batches of a
-partition go to the log in one append. Partitions are appended concurrently, so
-acks=all waits overlap. One result per input record, in input order.
+partition go to the log in one append. A keyed request's records are grouped by
+partition and each partition's batch written in one pass in C (``key_partitions``,
+``build_batch_at``); its partitions are appended together (``append_many``: those led
+here one after the other with no event-loop step between them, acks=all waits
+overlapping). One result per input record, in input order.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
+from functools import partial
 from itertools import repeat
 from typing import Protocol, TypeVar
 
 from core.broker.errors import UnknownPartitionError
 from core.broker.metadata.cache import TopicMetadata
-from core.broker.produce.partitioner import UnkeyedPartitioner, partition_for_key
+from core.broker.produce.partitioner import (
+    UnkeyedPartitioner,
+    key_partitions,
+    partition_for_key,
+)
 from core.broker.types import ProduceColumns, ProduceRecord, ProduceResults, TopicPartition
 from core.errors import FranzError
+from core.storage import native
 from core.storage.batch import HEADER_SIZE
 from core.storage.errors import MessageTooLargeError
 from core.storage.log import AppendInfo
-from core.storage.records import build_batch_from_columns, build_batch_from_tuples
+from core.storage.records import (
+    build_batch_at,
+    build_batch_from_columns,
+    build_batch_from_tuples,
+)
 
 T = TypeVar("T")
 # Upper bound of a record's framing inside a batch (length, attributes, deltas, key and
 # value lengths, header count), so size estimates never undershoot.
 _RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
 _HEADER_OVERHEAD = 10
+_consume: Callable[[object], object] = partial(deque, maxlen=0)  # drain an iterator, in C
 
 
 class AppendTarget(Protocol):
@@ -38,6 +52,11 @@ class AppendTarget(Protocol):
 
     async def append(self, tp: TopicPartition, data: bytearray, *, acks: int,
                      timeout_ms: int) -> AppendInfo: ...
+
+    async def append_many(self, items: Sequence[tuple[TopicPartition, bytearray]], *,
+                          acks: int, timeout_ms: int) -> list[AppendInfo | FranzError]:
+        """Several partitions' batches at once; one AppendInfo or error per item."""
+        ...
 
 
 class Producer:
@@ -56,12 +75,9 @@ class Producer:
         """One result per record, in input order, as a ``ProduceResults`` (a read-only
         sequence of RecordResult)."""
         return await produce_to_topic(
-            self._target.append, self._unkeyed, topic, meta, records,
+            self._target, self._unkeyed, topic, meta, records,
             default_partition=default_partition, acks=acks, timeout_ms=timeout_ms,
             now_ms=now_ms)
-
-
-AppendFn = Callable[..., Awaitable[AppendInfo]]  # Router.append's signature
 
 
 def choose_partitions(
@@ -118,8 +134,16 @@ def _choose_columns(
                 f"Partition {default_partition} of topic '{topic}' not found: the topic has "
                 f"{n} partition(s)")
         return {p: range(len(cols))}
-    out: dict[int, Sequence[int]] = dict(
-        choose_partitions(unkeyed, topic, meta, cols, default_partition))
+    out: dict[int, Sequence[int]]
+    if cols.partitions is None and default_partition is None and cols.keys is not None:
+        out = dict(key_partitions(cols.keys, n))  # the keyed request: one pass in C
+        nulls = out.pop(-1, None)
+        if nulls is not None:  # records without a key share this request's partition
+            p = unkeyed.next_partition(topic, n)
+            same = out.get(p)
+            out[p] = nulls if same is None else sorted([*same, *nulls])
+    else:
+        out = dict(choose_partitions(unkeyed, topic, meta, cols, default_partition))
     if len(out) == 1:
         (p,) = out
         out[p] = range(len(cols))
@@ -127,7 +151,7 @@ def _choose_columns(
 
 
 async def produce_to_topic(
-    append: AppendFn, unkeyed: UnkeyedPartitioner, topic: str, meta: TopicMetadata,
+    target: AppendTarget, unkeyed: UnkeyedPartitioner, topic: str, meta: TopicMetadata,
     records: Sequence[ProduceRecord], *,
     default_partition: int | None, acks: int, timeout_ms: int, now_ms: int,
 ) -> ProduceResults:
@@ -137,12 +161,26 @@ async def produce_to_topic(
         return ProduceResults(None, [], None)
     by_partition = _choose_columns(unkeyed, topic, meta, cols, default_partition)
     limit = meta.log_config.max_message_bytes
-    jobs = [
-        _produce_partition(append, TopicPartition(topic, p), idxs, cols,
-                           limit=limit, acks=acks, timeout_ms=timeout_ms, now_ms=now_ms)
-        for p, idxs in by_partition.items()
-    ]
-    parts = [await jobs[0]] if len(jobs) == 1 else list(await asyncio.gather(*jobs))
+    parts: list[_PartitionResult] = []
+    items: list[tuple[TopicPartition, bytearray]] = []
+    for p, idxs in by_partition.items():  # every batch built before anything is appended
+        part, data = _prepare_partition(p, idxs, cols, limit=limit, now_ms=now_ms)
+        parts.append(part)
+        if data is not None:
+            items.append((TopicPartition(topic, p), data))
+    appending = [part for part in parts if part.order]
+    if len(items) == 1:
+        outcomes: list[AppendInfo | FranzError] = []
+        try:
+            outcomes.append(await target.append(*items[0], acks=acks, timeout_ms=timeout_ms))
+        except FranzError as exc:
+            outcomes.append(exc)
+    elif items:  # a keyed request: its partitions in one pass
+        outcomes = await target.append_many(items, acks=acks, timeout_ms=timeout_ms)
+    else:
+        outcomes = []
+    for part, outcome in zip(appending, outcomes, strict=True):
+        part.finish(outcome, cols, now_ms)
     total = len(cols)
     if len(parts) == 1:
         only = parts[0]
@@ -150,19 +188,30 @@ async def produce_to_topic(
             return ProduceResults(only.partition, range(only.first_offset,
                                                         only.first_offset + total),
                                   only.timestamps)
-    partitions: list[int | None] = [None] * total
-    offsets: list[int | None] = [None] * total
-    timestamps: list[int | None] = [None] * total
+    runs = [(part.partition, part.first_offset, part.order) for part in parts
+            if part.first_offset is not None]
+    scattered = native.scatter_offsets(total, runs)
+    if scattered is None:
+        partitions: list[int | None] = [None] * total
+        offsets: list[int | None] = [None] * total
+        for p, first, order in runs:  # without the C extension
+            _consume(map(partitions.__setitem__, order, repeat(p, len(order))))
+            _consume(map(offsets.__setitem__, order, range(first, first + len(order))))
+    else:
+        partitions, offsets = scattered
+    # one timestamp for every record (the usual "now"; failed records read None), or
+    # one per record
+    stamps = [part.timestamps for part in parts if part.first_offset is not None]
+    timestamps: int | list[int | None] | None = [None] * total
+    if all(isinstance(ts, int) for ts in stamps) and len(set(stamps)) == 1:
+        timestamps = stamps[0]
     errors: dict[int, FranzError] = {}
     for part in parts:
         errors.update(part.errors)
-        if part.first_offset is None:
-            continue
-        ts = part.timestamps
-        for k, i in enumerate(part.order):
-            partitions[i] = part.partition
-            offsets[i] = part.first_offset + k
-            timestamps[i] = ts if ts is None or isinstance(ts, int) else ts[k]
+        if type(timestamps) is list and part.first_offset is not None:
+            ts, order = part.timestamps, part.order
+            _consume(map(timestamps.__setitem__, order,
+                         ts if isinstance(ts, list) else repeat(ts, len(order))))
     return ProduceResults(partitions, offsets, timestamps, errors)
 
 
@@ -175,10 +224,27 @@ class _PartitionResult:
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
-        self.order: Sequence[int] = ()
+        self.order: Sequence[int] = ()  # the records appended, in log order
         self.first_offset: int | None = None
         self.timestamps: int | list[int] | None = None
         self.errors: dict[int, FranzError] = {}
+
+    def finish(self, outcome: AppendInfo | FranzError, cols: ProduceColumns,
+               now_ms: int) -> None:
+        """Take the append's outcome: offsets and timestamps, or the error of every
+        record of ``order``."""
+        if isinstance(outcome, FranzError):
+            for i in self.order:
+                self.errors[i] = outcome
+            self.order = ()
+            return
+        self.first_offset = outcome.first_offset
+        if outcome.log_append_time >= 0:
+            self.timestamps = outcome.log_append_time
+        elif cols.timestamps is None:
+            self.timestamps = now_ms
+        else:
+            self.timestamps = list(map(_timestamps(cols, now_ms), self.order))
 
 
 def _pick(column: Sequence[T], idxs: Sequence[int]) -> Sequence[T]:
@@ -226,11 +292,30 @@ def _split(idxs: Sequence[int], sizes: list[int], limit: int, result: _Partition
     return batches
 
 
-async def _produce_partition(
-    append: AppendFn, tp: TopicPartition, idxs: Sequence[int], cols: ProduceColumns, *,
-    limit: int, acks: int, timeout_ms: int, now_ms: int,
-) -> _PartitionResult:
-    result = _PartitionResult(tp.partition)
+def _prepare_partition(partition: int, idxs: Sequence[int], cols: ProduceColumns, *,
+                       limit: int, now_ms: int) -> tuple[_PartitionResult, bytearray | None]:
+    """The batches of one partition's records (None when every record failed alone)
+    and its result, ``order`` set to the records in the batches."""
+    result = _PartitionResult(partition)
+    # One pass in C over the columns (keys, headers, timestamps) when the batch fits.
+    data = build_batch_at(cols.values, cols.keys, cols.headers, cols.timestamps, now_ms, idxs,
+                          max_bytes=limit)
+    batches: list[Sequence[int]]
+    if data is not None:
+        batches = [idxs]
+    else:
+        batches, data = _general_batches(cols, idxs, limit, now_ms, result)
+        if not batches:
+            return result, None
+    result.order = batches[0] if len(batches) == 1 else [i for b in batches for i in b]
+    return result, data
+
+
+def _general_batches(cols: ProduceColumns, idxs: Sequence[int], limit: int, now_ms: int,
+                     result: _PartitionResult) -> tuple[list[Sequence[int]], bytearray]:
+    """The batches of ``idxs`` through the codec's builder: records split into batches of
+    at most ``limit`` bytes (a record too large alone fails in ``result``), any column
+    content the builder takes. ([], b"") when every record failed."""
     values = _pick(cols.values, idxs)
     keys = None if cols.keys is None else _pick(cols.keys, idxs)
     headers = None if cols.headers is None else _pick(cols.headers, idxs)
@@ -245,8 +330,6 @@ async def _produce_partition(
             now_ms if t is None else t for t in stamps])
     else:
         batches = list(_split(idxs, _estimated_sizes(cols, idxs), limit, result))
-        if not batches:
-            return result
         data = bytearray()
         v, k, h = cols.values, cols.keys, cols.headers
         ts = _timestamps(cols, now_ms)
@@ -254,22 +337,7 @@ async def _produce_partition(
             data += build_batch_from_tuples(
                 (None if k is None else k[i], v[i], [] if h is None else h[i], ts(i))
                 for i in batch)
-    order: Sequence[int] = batches[0] if len(batches) == 1 else [i for b in batches for i in b]
-    try:
-        info = await append(tp, data, acks=acks, timeout_ms=timeout_ms)
-    except FranzError as exc:
-        for i in order:
-            result.errors[i] = exc
-        return result
-    result.order = order
-    result.first_offset = info.first_offset
-    if info.log_append_time >= 0:
-        result.timestamps = info.log_append_time
-    elif cols.timestamps is None:
-        result.timestamps = now_ms
-    else:
-        result.timestamps = list(map(_timestamps(cols, now_ms), order))
-    return result
+    return batches, data
 
 
 def _timestamps(cols: ProduceColumns, now_ms: int) -> Callable[[int], int]:

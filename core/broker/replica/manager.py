@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -245,21 +245,66 @@ class ReplicaManager:
         self, tp: TopicPartition, data: bytearray, *, acks: int, timeout_ms: int
     ) -> AppendInfo:
         p = self.leader_partition(tp)
-        # flush.messages: the fsync is the group commit below (off the loop), not inline
         readers = len(p.data_waiters) + len(p.leo_waiters)  # long-polls this append wakes
         info = p.append_as_leader(data, required_acks=acks, flush_inline=False)
-        if p.log.flush_due:
-            await self._flush_through(p, info.last_offset + 1)
-        if acks != -1 or p.high_watermark > info.last_offset:
+        if self._append_settled(p, info, acks):
             if readers:
                 # one event-loop step: the woken consumers and followers answer before
                 # this producer does, so the records reach them one answer sooner
                 await asyncio.sleep(0)
             return info
+        return await self._complete_append(p, info, acks=acks, timeout_ms=timeout_ms)
+
+    async def append_many(
+        self, items: Sequence[tuple[TopicPartition, bytearray]], *, acks: int, timeout_ms: int
+    ) -> list[AppendInfo | FranzError]:
+        """``append`` of several partitions led here (one produce request's batches),
+        written one after the other without an event-loop step between them; only the
+        appends that must wait (a ``flush.messages`` fsync, acks=all) wait, together.
+        One result per item, an AppendInfo or the error of that partition alone."""
+        out: list[AppendInfo | FranzError] = []
+        waits: list[tuple[int, Awaitable[AppendInfo]]] = []
+        readers = 0
+        for tp, data in items:
+            try:
+                p = self.leader_partition(tp)
+                readers += len(p.data_waiters) + len(p.leo_waiters)
+                info = p.append_as_leader(data, required_acks=acks, flush_inline=False)
+            except FranzError as exc:
+                out.append(exc)
+                continue
+            out.append(info)
+            if not self._append_settled(p, info, acks):
+                waits.append((len(out) - 1, self._complete_append(
+                    p, info, acks=acks, timeout_ms=timeout_ms)))
+        if waits:
+            done = await asyncio.gather(*(w for _, w in waits), return_exceptions=True)
+            for (i, _), result in zip(waits, done, strict=True):
+                if isinstance(result, BaseException) and not isinstance(result, FranzError):
+                    raise result
+                out[i] = result
+        elif readers:
+            await asyncio.sleep(0)  # as in ``append``: woken readers answer first
+        return out
+
+    @staticmethod
+    def _append_settled(p: Partition, info: AppendInfo, acks: int) -> bool:
+        """Nothing left to wait for: no fsync owed, and acks=all already met."""
+        return not p.log.flush_due and (acks != -1 or p.high_watermark > info.last_offset)
+
+    async def _complete_append(self, p: Partition, info: AppendInfo, *, acks: int,
+                               timeout_ms: int) -> AppendInfo:
+        """The waits of an append: the ``flush.messages`` fsync (a group commit off the
+        loop, not inline), then acks=all's high watermark."""
+        if p.log.flush_due:
+            await self._flush_through(p, info.last_offset + 1)
+        if acks != -1 or p.high_watermark > info.last_offset:
+            return info
         await self.await_high_watermark(p, info.last_offset + 1, timeout_ms)
         if len(p.isr) < p.config.min_insync_replicas:
             raise NotEnoughReplicasAfterAppendError(
-                f"records were written to {tp[0]}-{tp[1]} but the ISR shrank below min.insync.replicas"
+                f"records were written to {p.tp[0]}-{p.tp[1]} but the ISR shrank below "
+                "min.insync.replicas"
             )
         return info
 

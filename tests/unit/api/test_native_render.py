@@ -149,3 +149,14 @@ def test_encode_batch_writes_the_c_builders_bytes(values: list[bytes | None], ke
         assert got == expected
     with pytest.raises(TypeError):
         native.encode_batch([b"a", "b"], None, ts, compression)  # type: ignore[list-item]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 2**63 - 1)), max_size=50))
+def test_produce_offsets_writes_orjsons_bytes(pairs: list[tuple[int, int]]) -> None:
+    parts, offsets = [p for p, _ in pairs], [o for _, o in pairs]
+    expected = orjson.dumps([{"partition": p, "offset": o, "error_code": None, "error": None}
+                             for p, o in pairs])
+    assert b"[" + native_render.produce_offsets(parts, offsets) + b"]" == expected
+    with pytest.raises(TypeError):
+        native_render.produce_offsets([1, None], [1, 2])  # type: ignore[list-item]
