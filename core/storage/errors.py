@@ -118,3 +118,8 @@ class CorruptIndexError(StorageError):
 
 class CorruptCheckpointError(StorageError):
     """A checkpoint file is malformed or half written; the caller picks a fallback."""
+
+
+class CorruptSnapshotError(StorageError):
+    """A producer-state snapshot fails its version, length or CRC-32C check (Kafka's
+    CorruptSnapshotException); the loader deletes it and falls back to an older one."""
