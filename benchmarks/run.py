@@ -14,6 +14,11 @@ medians of ``--rounds`` rounds and the median of the per-round ratios.
 Cases (1000 x 100-byte records per request unless said otherwise, 8 connections):
 
 produce_1000      franz bench produce, acks=1            vs ceiling echo (raw orjson POST)
+produce_keyed_1p  produce_1000 with --keys 1000 (1000 distinct keys: every request
+                  holds each key once), 1 partition      vs produce_1000 of the round
+produce_1000_8p   produce_1000 to an 8-partition topic (unkeyed: one partition a request)
+produce_keyed_8p  produce_keyed_1p to an 8-partition topic (every request spread over
+                  the 8 partitions by Kafka's partitioner) vs produce_1000_8p of the round
 produce_1         the same, 1 record per POST            vs ceiling echo of 1 record
 produce_acks_all  produce_1000 with acks=all             vs produce_1000 of the round
 produce_fsync     produce_1000 to a topic with flush.messages=1 (fsync per append)
@@ -168,10 +173,11 @@ class Runner:
         return ["--duration", str(a.duration), "--warmup", str(a.warmup), "--connections",
                 str(a.connections)]
 
-    def produce(self, name: str, topic: str, batch: int, *extra: str) -> dict[str, Any] | None:
+    def produce(self, name: str, topic: str, batch: int, *extra: str,
+                partitions: int = 1) -> dict[str, Any] | None:
         return self.bench(name, ["produce", "--bootstrap-server", self.franz_url, "--topic",
-                                 topic, "--partitions", "1", "--records", str(HUGE), "--batch",
-                                 str(batch), *self.load(), *extra],
+                                 topic, "--partitions", str(partitions), "--records", str(HUGE),
+                                 "--batch", str(batch), *self.load(), *extra],
                           timeout=self.args.warmup + self.args.duration + 90,
                           server_pid=self.franz.pid if self.franz else None)
 
@@ -210,6 +216,12 @@ class Runner:
         c = self.ceiling("ceiling_echo_1000", "echo", 1000)
         put("ceiling_echo_1000", c and c["cases"]["echo"])
         put("produce_1000", self.produce("produce_1000", "bench-produce", 1000))
+        keyed = ("--keys", str(a.keys))
+        put("produce_keyed_1p", self.produce("produce_keyed_1p", "bench-keyed1", 1000, *keyed))
+        put("produce_1000_8p", self.produce("produce_1000_8p", "bench-produce8", 1000,
+                                            partitions=8))
+        put("produce_keyed_8p", self.produce("produce_keyed_8p", "bench-keyed8", 1000, *keyed,
+                                             partitions=8))
         c = self.ceiling("ceiling_echo_1", "echo", 1)
         put("ceiling_echo_1", c and c["cases"]["echo"])
         put("produce_1", self.produce("produce_1", "bench-produce1", 1))
@@ -290,6 +302,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="records of the big topic for the consume cases (10 M; --quick 200 k)")
     ap.add_argument("--samples", type=int, help="latency samples (1000; --quick 200)")
     ap.add_argument("--connections", type=int, default=8)
+    ap.add_argument("--keys", type=int, default=1000,
+                    help="distinct keys of the keyed produce cases (default 1000)")
     ap.add_argument("--load-fraction", type=float, default=0.5)
     ap.add_argument("--load-rate", type=float, default=250_000.0,
                     help="records/s of e2e_load when produce_1000 failed")

@@ -16,8 +16,9 @@ from typing import Any
 
 from app.bench.stats import med
 
-THROUGHPUT_CASES = ("produce_1000", "produce_1", "produce_acks_all", "produce_fsync",
-                    "consume_tail", "consume_start")
+THROUGHPUT_CASES = ("produce_1000", "produce_keyed_1p", "produce_1000_8p", "produce_keyed_8p",
+                    "produce_1", "produce_acks_all", "produce_fsync", "consume_tail",
+                    "consume_start")
 #: franz case -> (its comparison case, metric): the ceiling, or the acks=1 run of the round
 RATIOS = {
     "produce_1000": ("ceiling_echo_1000", "rec_per_s"),
@@ -26,6 +27,9 @@ RATIOS = {
     "consume_start": ("ceiling_get_1000", "rec_per_s"),
     "produce_acks_all": ("produce_1000", "rec_per_s"),
     "produce_fsync": ("produce_1000", "rec_per_s"),
+    "produce_keyed_1p": ("produce_1000", "rec_per_s"),
+    "produce_1000_8p": ("produce_1000", "rec_per_s"),
+    "produce_keyed_8p": ("produce_1000_8p", "rec_per_s"),
 }
 
 
@@ -142,6 +146,13 @@ def targets(s: dict[str, Any], cluster: dict[str, Any]) -> list[dict[str, str]]:
     row("fsync before ack (flush.messages=1 topic)", ">= 0.8 x the acks=1 rate",
         _n(f and f / 1e6, ".3f", " M rec/s"), f"{_n(fr, '.2f')} x acks=1 of the round",
         [("ratio", ge(fr, 0.8))])
+    for case, what, base in (
+            ("produce_keyed_1p", "keyed produce (1000 keys), 1 partition", "unkeyed 1 partition"),
+            ("produce_keyed_8p", "keyed produce (1000 keys), 8 partitions",
+             "unkeyed 8 partitions")):
+        k, kr = _v(s, case, "rec_per_s"), _v(s, case, "ratio")
+        row(what, f">= 0.8 x {base} (issue 18)", _n(k and k / 1e6, ".3f", " M rec/s"),
+            f"{_n(kr, '.2f')} x {base} of the round", [("ratio", ge(kr, 0.8))])
     return rows
 
 
@@ -262,6 +273,7 @@ def plot(result: dict[str, Any], img_dir: Path) -> list[str]:
 
     # ratio to ceiling, with the targets
     target_of = {"produce_1000": 0.35, "consume_tail": 0.5, "produce_fsync": 0.8,
+                 "produce_keyed_1p": 0.8, "produce_keyed_8p": 0.8, "produce_1000_8p": None,
                  "produce_acks_all": None, "produce_1": None, "consume_start": None}
     rcases = [c for c in THROUGHPUT_CASES if c in s and s[c].get("ratio") is not None]
     if rcases:
