@@ -11,7 +11,8 @@ of them sees the ``Broker`` facade:
     Controller(store)                                  topic layout and leadership
     ControlledShutdown(controller, store, client)
     Router(replica manager, cache, client)             local or forwarded partition calls
-    Producer(router)                                   records -> batches -> appends
+    Producer(router, GatewayProducers)                 records -> batches -> appends,
+                                                       idempotent (the broker's producer ids)
     ReplicaGroupBackend(replica manager, router, cache, batch cache)
     ConsumerManager(group backend)                     the group coordinator inside
     GroupRouter(consumer manager, cache, client)       group calls to their coordinator
@@ -23,6 +24,7 @@ The choice of metadata store backend and of the cluster client is the caller's
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Protocol
 
 from core.broker.admin.broker_config import BrokerConfig
@@ -38,6 +40,7 @@ from core.broker.controller.partition_limits import PartitionLimits
 from core.broker.group.backend import ReplicaGroupBackend
 from core.broker.metadata.cache import MetadataCache
 from core.broker.metadata.store import MetadataStore
+from core.broker.produce.idempotence import GatewayProducers, ProducerIdSource
 from core.broker.produce.producer import Producer
 from core.broker.replica.batch_cache import BatchCache
 from core.broker.replica.fetcher import ReplicaFetchClient
@@ -141,6 +144,8 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
     return Broker(BrokerParts(
         config=config, clock=clock, store=store, cache=cache, log_manager=log_manager,
         replicas=replicas, sync=sync, controller=controller, shutdown=shutdown, router=router,
-        producer=Producer(router), admin=admin, consumers=consumers, groups=groups,
+        producer=Producer(router, producers=GatewayProducers(ProducerIdSource(
+            partial(store.allocate_producer_ids, broker_id)))),
+        admin=admin, consumers=consumers, groups=groups,
         batches=batches,
         topic_stats=stats, security=security, cluster_client=cluster_client))

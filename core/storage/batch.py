@@ -159,6 +159,24 @@ def set_log_append_time(buf: bytearray, pos: int, header: BatchHeader, now_ms: i
     _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, header.size))
 
 
+_PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at 43
+
+
+def set_producer(buf: bytearray, producer_id: int, producer_epoch: int,
+                 base_sequence: int) -> int:
+    """Stamp every batch of ``buf`` (whole batches) with an idempotent producer: the id
+    and epoch, and sequences running on from ``base_sequence`` (each batch's base is the
+    previous one's plus its records, modulo 2^31, as Kafka's producer numbers them);
+    CRCs recomputed. Returns the records stamped."""
+    seq, total = base_sequence, 0
+    for pos, h in split_batches(buf):
+        _PRODUCER.pack_into(buf, pos + 43, producer_id, producer_epoch, seq)
+        _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, h.size))
+        seq = (seq + h.records_count) % 2**31
+        total += h.records_count
+    return total
+
+
 def iter_batches(
     buf: bytes | bytearray | memoryview, start: int = 0, end: int | None = None
 ) -> Iterator[tuple[int, BatchHeader]]:

@@ -717,3 +717,17 @@ async def test_a_failing_listener_does_not_stop_the_others(
     await store.create_topic(TOPIC, {}, STATES)
     assert [e.kind for e in events] == [EventKind.TOPIC_CREATED]
     assert "boom" in caplog.text
+
+
+async def test_producer_id_blocks_never_overlap_between_brokers(
+        open_store: OpenStore, raw: KazooClient) -> None:
+    a, b = await open_store(), await open_store()
+    blocks = await asyncio.gather(*(s.allocate_producer_ids(i % 2, 1000)
+                                    for i, s in enumerate([a, b] * 6)))
+    ids = [set(range(start, end + 1)) for start, end in blocks]
+    assert all(len(block) == 1000 for block in ids)
+    assert len(set().union(*ids)) == 12 * 1000  # racing claims: 12 disjoint blocks
+    assert min(start for start, _ in blocks) == 0
+    latest = raw_json(raw, "/latest_producer_id_block")
+    assert latest["version"] == 1 and latest["block_end"] == str(12 * 1000 - 1)
+    assert latest["block_start"] == str(11 * 1000) and latest["broker"] in (0, 1)

@@ -16,7 +16,7 @@ from core.broker.metadata.embedded_store import METADATA
 from core.broker.security.sql_store import METADATA as SECURITY_METADATA
 
 TABLES = {"cluster", "controller", "brokers", "topics", "topic_partitions", "topic_configs",
-          "users", "acls", "security_changes"}
+          "users", "acls", "security_changes", "producer_id_block"}
 
 
 @pytest.fixture
@@ -52,13 +52,13 @@ def _controller_rows(url: str) -> list[tuple[int | None, int]]:
 
 def test_single_head() -> None:
     script = ScriptDirectory.from_config(migrations.alembic_config("sqlite://"))
-    assert script.get_heads() == ["0002"]
+    assert script.get_heads() == ["0003"]
 
 
 def test_upgrade_downgrade_upgrade(db_url: str) -> None:
     migrations.upgrade_to_head(db_url)
     assert _tables(db_url) == TABLES
-    assert _current_revision(db_url) == "0002"
+    assert _current_revision(db_url) == "0003"
     assert _controller_rows(db_url) == [(None, 0)]
 
     migrations.downgrade_to(db_url, "base")
@@ -73,7 +73,7 @@ def test_upgrade_downgrade_upgrade(db_url: str) -> None:
 def test_upgrade_is_idempotent(db_url: str) -> None:
     migrations.upgrade_to_head(db_url)
     migrations.upgrade_to_head(db_url)
-    assert _current_revision(db_url) == "0002"
+    assert _current_revision(db_url) == "0003"
     assert _controller_rows(db_url) == [(None, 0)]
 
 

@@ -120,6 +120,12 @@ TOPIC_CONFIGS = sa.Table(
     sa.Column("key", sa.String(255), primary_key=True),
     sa.Column("value", sa.Text(), nullable=False),
 )
+PRODUCER_ID_BLOCK = sa.Table(
+    "producer_id_block", METADATA,
+    sa.Column("broker_id", sa.Integer(), nullable=False),
+    sa.Column("block_start", sa.BigInteger(), nullable=False),
+    sa.Column("block_end", sa.BigInteger(), nullable=False),
+)
 
 #: how long a write waits for another process's write transaction (SQLite's busy
 #: timeout; pysqlite's default is 5 s): transactions are short, so a wait this long
@@ -265,6 +271,9 @@ class EmbeddedMetadataStore:
 
     async def delete_admin_request(self, name: str) -> None:
         self._admin.pop(name, None)
+
+    async def allocate_producer_ids(self, broker_id: int, count: int) -> tuple[int, int]:
+        return await self._run(self._allocate_producer_ids, broker_id, count)
 
     # --- partition state ---------------------------------------------------------------
 
@@ -454,6 +463,15 @@ class EmbeddedMetadataStore:
             _require_topic(conn, name)
             conn.execute(sa.delete(TOPIC_CONFIGS).where(TOPIC_CONFIGS.c.topic == name))
             _insert_configs(conn, name, configs)
+
+    def _allocate_producer_ids(self, broker_id: int, count: int) -> tuple[int, int]:
+        block = PRODUCER_ID_BLOCK
+        with self._write() as conn:  # one transaction: the next block is never handed twice
+            end = conn.execute(sa.select(block.c.block_end)).scalar_one()
+            start, last = end + 1, end + count
+            conn.execute(sa.update(block).values(broker_id=broker_id, block_start=start,
+                                                 block_end=last))
+        return start, last
 
     def _get_partition_states(self, topic: str) -> dict[int, PartitionState]:
         tp = TOPIC_PARTITIONS

@@ -157,4 +157,10 @@ class MetadataStore(Protocol):
 
     async def delete_admin_request(self, name: str) -> None: ...
 
+    # producer ids (``/latest_producer_id_block`` in ZooKeeper)
+    async def allocate_producer_ids(self, broker_id: int, count: int) -> tuple[int, int]:
+        """A block of ``count`` producer ids for ``broker_id``, (first, last) inclusive,
+        never handed out before nor to anyone else (Kafka's ProducerIdManager)."""
+        ...
+
     def subscribe(self, listener: Listener) -> None: ...

@@ -22,6 +22,7 @@ from typing import Protocol, TypeVar
 
 from core.broker.errors import UnknownPartitionError
 from core.broker.metadata.cache import TopicMetadata
+from core.broker.produce.idempotence import GatewayProducers, Lease
 from core.broker.produce.partitioner import (
     UnkeyedPartitioner,
     key_partitions,
@@ -30,7 +31,7 @@ from core.broker.produce.partitioner import (
 from core.broker.types import ProduceColumns, ProduceRecord, ProduceResults, TopicPartition
 from core.errors import FranzError
 from core.storage import native
-from core.storage.batch import HEADER_SIZE
+from core.storage.batch import HEADER_SIZE, set_producer
 from core.storage.errors import MessageTooLargeError
 from core.storage.log import AppendInfo
 from core.storage.records import (
@@ -64,9 +65,11 @@ class Producer:
     topic (``UnkeyedPartitioner``), so two brokers in one process never share it."""
 
     def __init__(self, target: AppendTarget, *,
-                 unkeyed: UnkeyedPartitioner | None = None) -> None:
+                 unkeyed: UnkeyedPartitioner | None = None,
+                 producers: GatewayProducers | None = None) -> None:
         self._target = target
         self._unkeyed = unkeyed or UnkeyedPartitioner()
+        self._producers = producers
 
     async def produce(
         self, topic: str, meta: TopicMetadata, records: Sequence[ProduceRecord], *,
@@ -77,7 +80,7 @@ class Producer:
         return await produce_to_topic(
             self._target, self._unkeyed, topic, meta, records,
             default_partition=default_partition, acks=acks, timeout_ms=timeout_ms,
-            now_ms=now_ms)
+            now_ms=now_ms, producers=self._producers)
 
 
 def choose_partitions(
@@ -154,6 +157,7 @@ async def produce_to_topic(
     target: AppendTarget, unkeyed: UnkeyedPartitioner, topic: str, meta: TopicMetadata,
     records: Sequence[ProduceRecord], *,
     default_partition: int | None, acks: int, timeout_ms: int, now_ms: int,
+    producers: GatewayProducers | None = None,
 ) -> ProduceResults:
     """``Producer.produce`` with its collaborators as arguments."""
     cols = ProduceColumns.of(records)
@@ -169,18 +173,26 @@ async def produce_to_topic(
         if data is not None:
             items.append((TopicPartition(topic, p), data))
     appending = [part for part in parts if part.order]
-    if len(items) == 1:
-        outcomes: list[AppendInfo | FranzError] = []
-        try:
-            outcomes.append(await target.append(*items[0], acks=acks, timeout_ms=timeout_ms))
-        except FranzError as exc:
-            outcomes.append(exc)
-    elif items:  # a keyed request: its partitions in one pass
-        outcomes = await target.append_many(items, acks=acks, timeout_ms=timeout_ms)
-    else:
-        outcomes = []
-    for part, outcome in zip(appending, outcomes, strict=True):
+    leases: list[Lease] = []
+    try:
+        if producers is not None:  # idempotent: a retried append is never written twice
+            for tp, data in items:
+                lease = await producers.lease(tp)
+                leases.append(lease)
+                set_producer(data, lease.producer_id, lease.producer_epoch,
+                             lease.base_sequence)
+        outcomes = await _append(target, items, acks=acks, timeout_ms=timeout_ms)
+    except BaseException:
+        for lease in leases:
+            lease.failed()
+        raise
+    for i, (part, outcome) in enumerate(zip(appending, outcomes, strict=True)):
         part.finish(outcome, cols, now_ms)
+        if leases:
+            if isinstance(outcome, FranzError):
+                leases[i].failed()
+            else:
+                leases[i].done(len(part.order))
     total = len(cols)
     if len(parts) == 1:
         only = parts[0]
@@ -213,6 +225,20 @@ async def produce_to_topic(
             _consume(map(timestamps.__setitem__, order,
                          ts if isinstance(ts, list) else repeat(ts, len(order))))
     return ProduceResults(partitions, offsets, timestamps, errors)
+
+
+async def _append(target: AppendTarget, items: list[tuple[TopicPartition, bytearray]], *,
+                  acks: int, timeout_ms: int) -> list[AppendInfo | FranzError]:
+    """One outcome per item: a partition's append, or a keyed request's partitions in
+    one pass (``append_many``)."""
+    if len(items) == 1:
+        try:
+            return [await target.append(*items[0], acks=acks, timeout_ms=timeout_ms)]
+        except FranzError as exc:
+            return [exc]
+    if items:
+        return await target.append_many(items, acks=acks, timeout_ms=timeout_ms)
+    return []
 
 
 class _PartitionResult:

@@ -153,6 +153,11 @@ class ZkClient:
                                           include_data=True).get(timeout=self.timeout_s)
         return stat
 
+    def set_data(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
+        """Conditional write (``version`` -1: any); kazoo's BadVersionError on a race."""
+        stat: ZnodeStat = self.kazoo.set_async(path, data, version).get(timeout=self.timeout_s)
+        return stat
+
     def ensure_path(self, path: str) -> None:
         self.kazoo.ensure_path_async(path).get(timeout=self.timeout_s)
 

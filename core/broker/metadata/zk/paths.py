@@ -10,6 +10,8 @@ keys in Kafka's order:
     /cluster/id                                {"version":"1","id":"<22-char base64>"}
     /controller                        (E)     {"version":1,"brokerid":2,"timestamp":"17000..."}
     /controller_epoch                          7                  (plain decimal text)
+    /latest_producer_id_block                  {"version":1,"broker":0,"block_start":"0",
+                                                "block_end":"999"}
     /brokers/ids/<id>                  (E)     {"version":5,"host":"h","port":9092,
                                                 "jmx_port":-1,"timestamp":"1700000000000",
                                                 "endpoints":["PLAINTEXT://h:9092"],
@@ -130,6 +132,25 @@ class ControllerEpochZNode:
         except (UnicodeDecodeError, ValueError) as exc:
             raise MalformedZNodeError(
                 f"{ControllerEpochZNode.path}: not a number: {data!r}") from exc
+
+
+class ProducerIdBlockZNode:
+    """The last block of producer ids handed to a broker (Kafka's ProducerIdBlockZNode:
+    ``block_start`` and ``block_end`` inclusive, written as strings)."""
+
+    path = "/latest_producer_id_block"
+
+    @staticmethod
+    def encode(broker_id: int, start: int, end: int) -> bytes:
+        return _dumps({"version": 1, "broker": broker_id, "block_start": str(start),
+                       "block_end": str(end)})
+
+    @staticmethod
+    @_decoder
+    def decode(data: bytes) -> tuple[int, int, int]:
+        """(broker, block_start, block_end)."""
+        obj = _loads(data, ProducerIdBlockZNode.path)
+        return int(obj["broker"]), int(obj["block_start"]), int(obj["block_end"])
 
 
 class BrokerIdsZNode:

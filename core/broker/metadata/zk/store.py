@@ -44,13 +44,14 @@ import logging
 from core.broker.metadata.store import Listener
 from core.broker.metadata.zk.brokers import ZkBrokers
 from core.broker.metadata.zk.client import connect, stop_client
+from core.broker.metadata.zk.producer_ids import ZkProducerIds
 from core.broker.metadata.zk.topics import ZkTopics
 from core.storage.blocking import run_blocking
 
 log = logging.getLogger(__name__)
 
 
-class ZkMetadataStore(ZkBrokers, ZkTopics):
+class ZkMetadataStore(ZkBrokers, ZkTopics, ZkProducerIds):
     """``MetadataStore`` on ZooKeeper through kazoo, for franz in a cluster.
 
     All public methods are coroutines for the event loop; ZooKeeper calls run on the
