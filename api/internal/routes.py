@@ -69,7 +69,8 @@ async def append(request: Request, topic: str, partition: int, acks: int = 1,
         "first_offset": info.first_offset, "last_offset": info.last_offset,
         "max_timestamp": info.max_timestamp, "log_append_time": info.log_append_time,
         "num_records": info.num_records, "size": info.size,
-        "log_start_offset": info.log_start_offset}), media_type="application/json")
+        "log_start_offset": info.log_start_offset, "duplicate": info.duplicate}),
+        media_type="application/json")
 
 
 @router.get("/fetch")

@@ -14,7 +14,9 @@ One cleaning of one partition log, synchronous (the broker schedules it):
    keeping a record iff it is the latest version of its key and not an expired
    tombstone (``core.storage.batch_rewrite`` holds the per-batch rules: keyless
    records dropped, delete horizon on tombstones, empty batch kept for the last batch
-   of each producer). Offsets never change, so a compacted log has offset gaps.
+   of each producer the log's producer state holds, Kafka's rule: a rebuild of the
+   state from the log finds its epoch and sequence). Offsets never change, so a
+   compacted log has offset gaps.
 4. ``PartitionLog.replace_segments(new, old)`` swaps each group in (``.cleaned`` ->
    ``.swap`` -> old segments deleted -> suffix stripped); a crash part way is completed
    or rolled back when the log is reopened.
@@ -178,7 +180,7 @@ def clean(
         return CleanResult(first_dirty, 0, 0, 0)
     cleaner = _GroupCleaner(
         log, offset_map, map_end, now_ms=now_ms, clock=_FixedClock(now_ms),
-        producer_last_batch=_last_batch_of_producers(log.segments),
+        producer_last_batch=_last_batch_of_producers(log),
     )  # fmt: skip
     upper = {seg.base_offset: up for seg, up in _segments_with_upper(log)}
     groups = group_segments(
@@ -252,14 +254,16 @@ def group_segments(
     return groups
 
 
-def _last_batch_of_producers(segments: Sequence[LogSegment]) -> dict[int, int]:
-    """Producer id -> base offset of its last batch in the log (headers only)."""
-    last: dict[int, int] = {}
-    for seg in segments:
-        for _pos, header in seg.iter_batches():
-            if header.producer_id >= 0:
-                last[header.producer_id] = header.base_offset
-    return last
+def _last_batch_of_producers(log: PartitionLog) -> dict[int, int]:
+    """Producer id -> last offset of its last batch, for each producer in the log's
+    producer state (Kafka's ``lastRecordsOfActiveProducers``; the state is built from
+    the whole log, so no scan is needed). Expired producers are not in it: their
+    batches go like any other, as in Kafka."""
+    return {
+        pid: entry.last_offset
+        for pid, entry in log.producer_state.producers.items()
+        if entry.last_offset >= 0
+    }
 
 
 class _GroupCleaner:
@@ -275,6 +279,7 @@ class _GroupCleaner:
         clock: Clock,
         producer_last_batch: dict[int, int],
     ) -> None:
+        """``producer_last_batch``: producer id -> last offset of the batch to keep."""
         self.log = log
         self.offset_map = offset_map
         self.map_end = map_end
@@ -319,7 +324,7 @@ class _GroupCleaner:
             is_latest=self._is_latest,
             now_ms=self.now_ms,
             delete_retention_ms=self.log.config.delete_retention_ms,
-            retain_empty=last_of_producer == header.base_offset,
+            retain_empty=last_of_producer == header.last_offset,
             mapped_end=self.map_end,
         )
 

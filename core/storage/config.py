@@ -445,6 +445,35 @@ class LogConfig:
         return cls(**values)  # type: ignore[arg-type]
 
 
+# --- broker properties of the storage layer ------------------------------------------
+
+PRODUCER_ID_EXPIRATION_MS = "producer.id.expiration.ms"
+PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = "producer.id.expiration.check.interval.ms"
+
+# Broker-wide, not topic configs (Kafka's ProducerStateManagerConfig / TransactionLogConfigs:
+# CreateTopics refuses them as topic keys), so they are not in TOPIC_CONFIG_DEFS and not
+# LogConfig fields: the log manager reads them from its broker properties and hands the
+# value to each log (``PartitionLog.open(producer_id_expiration_ms=...)``).
+BROKER_STORAGE_DEFS: tuple[ConfigKey, ...] = (
+    ConfigKey(PRODUCER_ID_EXPIRATION_MS, _I, 86_400_000, Range(1), "How long a producer id stays in a partition's producer state after its last write: its retries are recognised as duplicates meanwhile.", None),
+    ConfigKey(PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS, _I, 600_000, Range(1), "How often producer ids idle for producer.id.expiration.ms are removed.", None),
+)  # fmt: skip
+BROKER_STORAGE_KEYS: Mapping[str, ConfigKey] = MappingProxyType(
+    {k.name: k for k in BROKER_STORAGE_DEFS}
+)
+
+
+def broker_storage_value(name: str, server_defaults: Mapping[str, str] | None) -> int:
+    """The broker property ``name`` (a key of ``BROKER_STORAGE_DEFS``) as set in
+    ``server_defaults``, parsed and range-checked as Kafka does, else Kafka's default.
+    ``InvalidConfigError`` names the property and its allowed range."""
+    key = BROKER_STORAGE_KEYS[name]
+    raw = (server_defaults or {}).get(name)
+    value = key.default if raw is None else parse_value(key, raw)
+    assert isinstance(value, int)
+    return value
+
+
 # --- describe ----------------------------------------------------------------------
 
 

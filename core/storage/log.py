@@ -18,6 +18,18 @@ segment is flushed synchronously. ``flush.messages`` is applied inline after app
 leave the ``flush.messages`` fsync to its caller (``flush_inline=False``), as the broker
 does to fsync off the event loop and group concurrent appends.
 
+Idempotent producers (``core.storage.producer_state``): each log owns a
+``ProducerStateManager`` for its directory. A leader append whose batches carry a
+producer id is checked against it before anything is written (a duplicate of a cached
+batch writes nothing and answers the original offsets, ``AppendInfo.duplicate``;
+out-of-order sequences and fenced epochs raise); batches without one cost one
+comparison each. Every append, leader or follower, updates it after the write. A
+snapshot is written at each roll (named after the new segment's base offset, fsynced
+by the next ``flush``) and at ``close``; loading and truncation rebuild the state from
+the latest snapshot plus the batch headers after it (``log_loader.load_producer_state``);
+retention deletes snapshots below the log start, keeping the producers (Kafka 2.4+);
+``remove_expired_producers`` drops those idle for ``producer.id.expiration.ms``.
+
 Deleted segments are renamed to ``.deleted`` and removed immediately, not after
 ``file.delete.delay.ms``: nothing in franz reads a deleted segment through an old
 handle (reads go through this object), so there is nothing to wait for.
@@ -36,7 +48,8 @@ import logging
 import os
 import random
 import shutil
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -44,7 +57,14 @@ from typing import TYPE_CHECKING, NoReturn
 from core.clock import Clock
 from core.errors import FranzError
 from core.storage import log_loader
-from core.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
+from core.storage.batch import BatchHeader, parse_header
+from core.storage.errors import (
+    InvalidProducerEpochError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    StorageError,
+)
 from core.storage.leader_epoch import LeaderEpochCache
 from core.storage.log_loader import fsync_dir
 from core.storage.log_validator import (
@@ -55,6 +75,11 @@ from core.storage.log_validator import (
     split_into_runs,
     validate_client_batches,
     validate_replicated_batches,
+)
+from core.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    BatchMetadata,
+    ProducerStateManager,
 )
 from core.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
 
@@ -68,6 +93,8 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
 RollCallback = Callable[["PartitionLog", int], None]
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_AT = 43  # byte of producerId in the batch header
 _JITTER_RNG = random.Random()  # shared: seeding one per log costs a urandom read each
 
 
@@ -75,7 +102,13 @@ _JITTER_RNG = random.Random()  # shared: seeding one per log costs a urandom rea
 class AppendInfo:
     """What an append wrote. ``log_append_time`` is -1 unless the topic uses
     LogAppendTime. An empty append has ``num_records == 0`` and ``last_offset ==
-    first_offset - 1``."""
+    first_offset - 1``.
+
+    ``duplicate``: the append repeated a batch the producer state still holds (same
+    producer id, epoch and sequence range): nothing was written, ``first_offset`` /
+    ``last_offset`` are those of the original batch, ``max_timestamp`` its max
+    timestamp (also ``log_append_time`` under LogAppendTime), ``num_records`` and
+    ``size`` 0 (nothing written). The produce succeeds, as Kafka answers it."""
 
     first_offset: int
     last_offset: int
@@ -84,6 +117,7 @@ class AppendInfo:
     num_records: int
     size: int
     log_start_offset: int
+    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +156,10 @@ class PartitionLog:
         epoch_cache: LeaderEpochCache,
         clock: Clock,
         on_roll: RollCallback | None = None,
+        producer_state: ProducerStateManager | None = None,
     ) -> None:
+        """``producer_state``: the partition's producer state, already loaded (``_load``
+        does it); None makes an empty one for ``directory``."""
         self.dir = directory
         self.topic, self.partition = log_loader.parse_topic_partition(directory.name)
         self.config = config
@@ -137,9 +174,13 @@ class PartitionLog:
             max(log_start_offset, segments[0].base_offset), self.log_end_offset
         )
         self.recovery_point = min(recovery_point, self.log_end_offset)
+        self._synced_to = 0  # offsets below it were fdatasynced (``mark_synced``)
         self.size_in_bytes = sum(s.size for s in segments)
         self.last_flush_ms = clock.now_ms()
         self._dir_dirty = False
+        self.producer_state = (
+            ProducerStateManager(directory) if producer_state is None else producer_state
+        )
 
     @classmethod
     def open(
@@ -152,8 +193,10 @@ class PartitionLog:
         clean_shutdown: bool = False,
         clock: Clock,
         on_roll: RollCallback | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> PartitionLog:
         """Load ``directory`` (created if missing); see ``core.storage.log_loader``.
+        ``producer_id_expiration_ms``: the broker's ``producer.id.expiration.ms``.
 
         A log that is on disk (its directory holds files) and cannot be loaded comes
         back as an ``OfflinePartitionLog``, its files untouched; creating a new log
@@ -166,6 +209,7 @@ class PartitionLog:
                 directory, config, recovery_point=recovery_point,
                 log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
                 clock=clock, on_roll=on_roll, names=names or None,
+                producer_id_expiration_ms=producer_id_expiration_ms,
             )  # fmt: skip
         except Exception as exc:
             reason = describe_storage_failure(exc, directory)
@@ -196,15 +240,26 @@ class PartitionLog:
         clock: Clock,
         on_roll: RollCallback | None,
         names: list[str] | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> PartitionLog:
         segments, epochs = log_loader.load_segments(
             directory, config, clock=clock, recovery_point=recovery_point,
             log_start_offset=log_start_offset, clean_shutdown=clean_shutdown, names=names,
         )  # fmt: skip
         try:
+            # the listing is still right for snapshots: leftover removal touches none
+            state = ProducerStateManager(
+                directory, producer_id_expiration_ms=producer_id_expiration_ms, names=names
+            )
             plog = cls(
                 directory, config, segments=segments, log_start_offset=log_start_offset,
                 recovery_point=recovery_point, epoch_cache=epochs, clock=clock, on_roll=on_roll,
+                producer_state=state,
+            )  # fmt: skip
+            log_loader.load_producer_state(
+                state, plog.segments, log_start_offset=plog.log_start_offset,
+                log_end_offset=plog.log_end_offset, now_ms=clock.now_ms(),
+                clean_shutdown=clean_shutdown,
             )  # fmt: skip
         except BaseException:
             log_loader.release_segments(segments)
@@ -261,19 +316,33 @@ class PartitionLog:
         stamp ``leader_epoch`` and write it. Nothing is written if any batch is invalid.
         A ``bytearray`` is patched in place; other buffers are copied first. With
         ``flush_inline=False`` a ``flush.messages`` fsync is left to the caller
-        (``flush_due`` says when one is owed)."""
+        (``flush_due`` says when one is owed).
+
+        Batches with a producer id are checked against the producer state first
+        (Kafka's ``analyzeAndValidateProducerState``): if one repeats a cached batch,
+        nothing is written and the answer carries the original offsets with
+        ``duplicate=True``; an out-of-order sequence raises OutOfOrderSequenceError, an
+        old epoch InvalidProducerEpochError, and nothing is written."""
         now = self._clock.now_ms()
         buf = as_buffer(data)
         where = self._where()
         batches = validate_client_batches(buf, self.config, now_ms=now, where=where)
         if not batches:
             return self._empty_append_info()
+        producers = False
+        for _pos, h in batches:  # one comparison per batch without a producer id
+            if h.producer_id >= 0:
+                dup = self._check_producers(batches, where)
+                if dup is not None:
+                    return self._duplicate_append_info(dup)
+                producers = True
+                break
         log_append = self.config.message_timestamp_type == LOG_APPEND_TIME_NAME
         append = assign_offsets(
             buf, batches, first_offset=self.log_end_offset, leader_epoch=leader_epoch,
             log_append_time_ms=now if log_append else None,
         )  # fmt: skip
-        self._write_in_runs(append)
+        self._write_in_runs(append, producers)
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, append.first_offset)
         if flush_inline:
@@ -291,26 +360,63 @@ class PartitionLog:
         )
         if not append.spans:
             return self._empty_append_info()
+        producer_id, update = _PRODUCER_ID.unpack_from, self.producer_state.update
         for run in split_into_runs(append, self.config.segment_bytes):
             self._write(run)
+            data = run.data
             for pos, _size, _last, _ts in run.spans:
-                epoch = int.from_bytes(run.data[pos + 12 : pos + 16], "big", signed=True)
+                epoch = int.from_bytes(data[pos + 12 : pos + 16], "big", signed=True)
                 if epoch >= 0 and epoch > self.leader_epoch_cache.latest_epoch:
-                    base = int.from_bytes(run.data[pos : pos + 8], "big", signed=True)
+                    base = int.from_bytes(data[pos : pos + 8], "big", signed=True)
                     self.leader_epoch_cache.assign(epoch, base)
+                if producer_id(data, pos + _PRODUCER_ID_AT)[0] >= 0:
+                    update(parse_header(data, pos))  # REPLICATION: no checks
+            self.producer_state.update_map_end_offset(self.log_end_offset)
         self._maybe_flush_by_count()
         return self._append_info(append, log_append_time=-1)
 
-    def _write_in_runs(self, append: ValidatedAppend) -> None:
+    def _check_producers(
+        self, batches: list[tuple[int, BatchHeader]], where: str
+    ) -> BatchMetadata | None:
+        """``ProducerStateManager.check_batches`` on the headers with the offsets they
+        would get (its messages name them) and the partition named in its errors."""
+
+        def at_log_end() -> Iterator[BatchHeader]:
+            offset = self.log_end_offset
+            for _pos, h in batches:
+                yield h._replace(base_offset=offset)
+                offset += h.last_offset_delta + 1
+
+        try:
+            return self.producer_state.check_batches(at_log_end())
+        except (OutOfOrderSequenceError, InvalidProducerEpochError) as exc:
+            raise type(exc)(f"{exc.message} (append to {where})") from None
+
+    def _write_in_runs(self, append: ValidatedAppend, producers: bool = False) -> None:
         """Write ``append`` in one segment when it fits one (the usual case), else in
         segment-sized runs of whole batches: a batch larger than ``segment.bytes`` (valid
         down to 14 bytes, below any batch) gets a fresh segment of its own instead of
-        making the log unwritable. Kafka refuses such appends (RECORD_LIST_TOO_LARGE)."""
+        making the log unwritable. Kafka refuses such appends (RECORD_LIST_TOO_LARGE).
+        ``producers``: some batch has a producer id; the producer state is updated after
+        each run (before the next run's roll snapshots it)."""
         if len(append.data) <= self.config.segment_bytes:
             self._write(append)
+            if producers:
+                self._update_producers(append)
             return
         for run in split_into_runs(append, self.config.segment_bytes):
             self._write(run)
+            if producers:
+                self._update_producers(run)
+
+    def _update_producers(self, run: ValidatedAppend) -> None:
+        """Apply the written batches of ``run`` that carry a producer id (their headers
+        as written: offsets assigned, LogAppendTime stamped) to the producer state."""
+        data, update = run.data, self.producer_state.update
+        for pos, _size, _last, _ts in run.spans:
+            if _PRODUCER_ID.unpack_from(data, pos + _PRODUCER_ID_AT)[0] >= 0:
+                update(parse_header(data, pos))
+        self.producer_state.update_map_end_offset(self.log_end_offset)
 
     def _write(self, append: ValidatedAppend) -> None:
         segment = self._maybe_roll(append)
@@ -345,6 +451,13 @@ class PartitionLog:
         leo = self.log_end_offset
         return AppendInfo(leo, leo - 1, -1, -1, 0, 0, self.log_start_offset)
 
+    def _duplicate_append_info(self, dup: BatchMetadata) -> AppendInfo:
+        log_append = self.config.message_timestamp_type == LOG_APPEND_TIME_NAME
+        return AppendInfo(
+            dup.first_offset, dup.last_offset, dup.timestamp,
+            dup.timestamp if log_append else -1, 0, 0, self.log_start_offset, duplicate=True,
+        )  # fmt: skip
+
     def _append_info(self, append: ValidatedAppend, *, log_append_time: int) -> AppendInfo:
         return AppendInfo(
             first_offset=append.first_offset, last_offset=append.last_offset,
@@ -378,6 +491,7 @@ class PartitionLog:
         self.segments.append(segment)
         self._bases.append(base)
         self._dir_dirty = True
+        self._snapshot_at_roll(base)
         log.debug("rolled %s at offset %d", self._where(), base)
         if self.on_roll is not None:
             self.on_roll(self, base)
@@ -385,13 +499,56 @@ class PartitionLog:
             self.flush(base)
         return segment
 
+    def _snapshot_at_roll(self, base: int) -> None:
+        """Kafka's roll: a producer snapshot named after the new segment, written without
+        fsync (the flush that follows the roll fsyncs it). A failure only lengthens a
+        later replay: logged, the roll goes on."""
+        try:
+            self.producer_state.take_snapshot(base, sync=False)
+        except (OSError, StorageError) as exc:
+            log.warning("%s: cannot write the producer snapshot at offset %d: %s",
+                        self._where(), base, describe_storage_failure(exc, self.dir))
+
+    @property
+    def durable_offset(self) -> int:
+        """Offsets below it are on disk: fsynced by a ``flush`` (the recovery point: the
+        log, its indexes, the directory) or by a data sync (``flush.messages``'s group
+        commit: the ``.log`` data alone; recovery still starts at the recovery point)."""
+        return max(self.recovery_point, min(self._synced_to, self.log_end_offset))
+
+    @property
+    def sync_due(self) -> bool:
+        """``flush.messages`` or more messages were appended since they were last made
+        durable: an acknowledgement must wait for a data sync (Kafka fsyncs then)."""
+        return self.log_end_offset - self.durable_offset >= self.config.flush_messages
+
+    def data_sync_plan(self) -> tuple[int, list[LogSegment]] | None:
+        """What makes every offset below the LEO durable by fdatasync alone: (the LEO,
+        the segments holding offsets from ``durable_offset`` on). None when a ``flush``
+        is needed instead: a segment created since the last one, whose directory entry
+        only a directory fsync makes durable."""
+        if self._dir_dirty:
+            return None
+        start, end = self.durable_offset, self.log_end_offset
+        first = max(0, bisect.bisect_right(self._bases, start) - 1)
+        return end, [seg for seg in self.segments[first:]
+                     if seg.base_offset < end or seg is self.segments[first]]
+
+    def mark_synced(self, offset: int) -> None:
+        """Offsets below ``offset`` were fdatasynced (``data_sync_plan``'s segments)."""
+        self._synced_to = max(self._synced_to, offset)
+
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``up_to_offset``)
-        (default: the LEO) and advance the recovery point to it."""
+        (default: the LEO) and the producer snapshots written since the last flush, and
+        advance the recovery point to it."""
+        snapshots = self.producer_state.sync_snapshots()
         up_to = (
             self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
         )
         if up_to <= self.recovery_point:
+            if snapshots:
+                fsync_dir(self.dir)
             return
         first = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
         for seg in self.segments[first:]:
@@ -467,6 +624,7 @@ class PartitionLog:
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return
+        old_leo = self.log_end_offset
         doomed = [s for s in self.segments if s.base_offset > offset]
         self._drop(doomed)
         active = self.active_segment
@@ -476,10 +634,21 @@ class PartitionLog:
         self.size_in_bytes = sum(s.size for s in self.segments)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._synced_to = min(self._synced_to, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._reload_producer_state(old_leo)
         log.info(
             "truncated %s to offset %d (leo now %d)", self._where(), offset, self.log_end_offset
         )
+
+    def _reload_producer_state(self, old_log_end: int) -> None:
+        """After a truncation (Kafka's ``loadProducerState``): the latest snapshot at or
+        below the new LEO, plus a replay of the headers after it."""
+        self.producer_state.update_map_end_offset(old_log_end)  # != LEO: forces the reload
+        log_loader.load_producer_state(
+            self.producer_state, self.segments, log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset, now_ms=self._clock.now_ms(),
+        )  # fmt: skip
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart empty at ``offset`` (log start = LEO = it)."""
@@ -488,8 +657,10 @@ class PartitionLog:
         self.segments, self._bases = [segment], [offset]
         self._dir_dirty = True
         self.log_end_offset = self.log_start_offset = self.recovery_point = offset
+        self._synced_to = offset
         self.size_in_bytes = 0
         self.leader_epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
         log.info("truncated %s fully; it restarts at offset %d", self._where(), offset)
 
     def delete_segments(self, segments: list[LogSegment], *, reason: str) -> None:
@@ -510,6 +681,9 @@ class PartitionLog:
         if self.segments[0].base_offset > self.log_start_offset:
             self.log_start_offset = self.segments[0].base_offset
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        # producers stay until they expire (Kafka 2.4+); their snapshots below the log
+        # start go with the segments
+        self.producer_state.truncate_head(self.log_start_offset)
         log.info(
             "deleted %d segments of %s (%s); log start now %d",
             len(doomed), self._where(), reason, self.log_start_offset,
@@ -567,10 +741,32 @@ class PartitionLog:
 
     # --- lifecycle -------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Trim every index and release every file (write the clean-shutdown marker after)."""
-        for seg in self.segments:
-            seg.close()
+    def remove_expired_producers(self, now_ms: int) -> list[int]:
+        """Forget the producer ids idle for ``producer.id.expiration.ms`` or more (no
+        write since ``now_ms - expiration``, by their batches' max timestamps, as Kafka);
+        their ids. A later batch of one is accepted with any sequence (KIP-360)."""
+        return self.producer_state.remove_expired(now_ms)
+
+    def take_producer_snapshot(self) -> None:
+        """Write and fsync the producer snapshot at the LEO (a clean shutdown: the next
+        load reads it instead of replaying the log); nothing if one is there already,
+        but one a roll wrote there without fsync is fsynced now."""
+        self.producer_state.take_snapshot(self.log_end_offset)
+        if self.producer_state.sync_snapshots():
+            fsync_dir(self.dir)
+
+    def close(self, *, snapshot: bool = True) -> None:
+        """Write the producer snapshot at the LEO (unless ``snapshot`` is False: the log
+        is about to be deleted), trim every index and release every file (write the
+        clean-shutdown marker after). KafkaStorageError if the snapshot cannot be
+        written (the files are released all the same): the shutdown must not count as
+        clean then."""
+        try:
+            if snapshot:
+                self.take_producer_snapshot()
+        finally:
+            for seg in self.segments:
+                seg.close()
 
     def delete(self) -> None:
         """Release the files and remove the whole partition directory."""
@@ -660,9 +856,12 @@ class OfflinePartitionLog(PartitionLog):
         self._rng = random.Random()
         self.on_roll = None
         self.leader_epoch_cache = _DetachedEpochCache(directory)
+        # empty and detached: its snapshot files are neither listed nor touched
+        self.producer_state = ProducerStateManager(directory, names=())
         self.log_start_offset = max(0, log_start_offset)
         self.log_end_offset = max(recovery_point, self.log_start_offset)
         self.recovery_point = recovery_point
+        self._synced_to = 0
         self.size_in_bytes = 0
         self.last_flush_ms = clock.now_ms()
         self._dir_dirty = False
@@ -685,6 +884,7 @@ class OfflinePartitionLog(PartitionLog):
     roll = _refuse  # type: ignore[assignment]
     replace_segments = _refuse  # type: ignore[assignment]
     maybe_increment_log_start_offset = _refuse  # type: ignore[assignment]
+    data_sync_plan = _refuse  # type: ignore[assignment]
 
     def delete_segments(self, segments: list[LogSegment], *, reason: str) -> None:
         pass
@@ -692,10 +892,16 @@ class OfflinePartitionLog(PartitionLog):
     def update_config(self, config: LogConfig) -> None:
         self.config = config
 
+    def remove_expired_producers(self, now_ms: int) -> list[int]:
+        return []
+
+    def take_producer_snapshot(self) -> None:
+        pass
+
     def flush(self, up_to_offset: int | None = None) -> None:
         self.last_flush_ms = self._clock.now_ms()
 
-    def close(self) -> None:
+    def close(self, *, snapshot: bool = True) -> None:
         pass
 
     def delete(self) -> None:

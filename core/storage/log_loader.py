@@ -19,6 +19,16 @@ Steps, in order:
    point when that is lower) is still checked, framing and CRC-32C; a damaged tail is
    recovered as after a crash (the segment truncated at its first bad batch, logged
    with the partition's name), so nothing is ever appended after bad bytes.
+5. Producer state (``load_producer_state``, called by ``PartitionLog`` once the log
+   start and end are known, and again after a truncation): snapshots above the log end
+   or at/below the log start are deleted, the latest remaining one is loaded (a corrupt
+   one is deleted and the next older tried), and the batch *headers* of the log from
+   its offset to the log end are replayed (records are never decoded; only batches
+   with a producer id change anything). After a clean shutdown the snapshot at the log
+   end makes this a file read; after a crash the replay covers what follows the
+   latest snapshot (snapshots are taken at every roll: the active segment at most).
+   A log shut down cleanly with no snapshot at all predates producer state (Kafka's
+   LogLoader makes the same assumption) and starts with none, without reading it.
 
 Only the tail may be cut: the active segment after a clean shutdown, the segments from
 the recovery point on after an unclean one. A segment below that whose index must be
@@ -37,8 +47,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.clock import Clock
-from core.storage.errors import CorruptCheckpointError, CorruptIndexError, KafkaStorageError
+from core.storage.errors import (
+    CorruptCheckpointError,
+    CorruptIndexError,
+    CorruptRecordError,
+    KafkaStorageError,
+)
 from core.storage.leader_epoch import LeaderEpochCache
+from core.storage.producer_state import ProducerStateManager
 from core.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -325,3 +341,59 @@ def recover_segments(
                 seg.delete()
             return segments[: i + 1]
     return segments
+
+
+def load_producer_state(
+    state: ProducerStateManager,
+    segments: list[LogSegment],
+    *,
+    log_start_offset: int,
+    log_end_offset: int,
+    now_ms: int,
+    clean_shutdown: bool = False,
+) -> int:
+    """Step 5 of the module docstring (Kafka's ``UnifiedLog.rebuildProducerState``):
+    bring ``state`` to ``log_end_offset``. Also used after a truncation (then
+    ``state.map_end_offset`` must differ from ``log_end_offset`` so it reloads). Returns
+    the offset the replay started from (``log_end_offset``: nothing was read).
+    LogLoadError if a header in the replayed range is impossible."""
+    if clean_shutdown and state.latest_snapshot_offset is None:
+        state.truncate_and_reload(log_start_offset, log_end_offset, now_ms)
+        state.update_map_end_offset(log_end_offset)
+        return log_end_offset
+    start = state.truncate_and_reload(log_start_offset, log_end_offset, now_ms)
+    if start < log_end_offset:
+        try:
+            replay_producer_batches(state, segments, start, log_end_offset)
+        except CorruptRecordError as exc:
+            where = segments[0].dir.name if segments else "log"
+            raise LogLoadError(
+                f"{where}: the producer state cannot be rebuilt from offset {start}: {exc}"
+            ) from exc
+    state.update_map_end_offset(log_end_offset)
+    return start
+
+
+def replay_producer_batches(
+    state: ProducerStateManager, segments: list[LogSegment], start: int, end: int
+) -> None:
+    """Apply to ``state`` every batch with a producer id in ``[start, end)``, in log order,
+    from the headers alone (Kafka's ``loadProducersFromRecords``). The first segment is
+    entered at ``start`` through its offset index."""
+    bases = [s.base_offset for s in segments]
+    first = max(0, bisect.bisect_right(bases, start) - 1)
+    update = state.update
+    for seg in segments[first:]:
+        if seg.base_offset >= end:
+            break
+        position = 0
+        if start > seg.base_offset:
+            frame = seg.locate(start)
+            if frame is None:
+                continue
+            position = frame.position
+        for _pos, header in seg.iter_batches(position):
+            if header.base_offset >= end:
+                break
+            if header.producer_id >= 0 and header.last_offset >= start:
+                update(header)

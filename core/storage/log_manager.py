@@ -8,6 +8,13 @@ a corrupt log-start or cleaner checkpoint falls back to the first segment / a fu
 cleaning. Nothing is deleted because a checkpoint could not be read. The marker is
 removed once every log is open, and written again by ``close``.
 
+Idempotent-producer state: each log gets the broker's ``producer.id.expiration.ms``
+(``server_defaults``; Kafka's 1 day without it). ``remove_expired_producers`` expires
+producer ids in every log; ``run_retention`` also runs it once every
+``producer.id.expiration.check.interval.ms`` (10 min), so the broker's retention task
+drives it without a schedule of its own. Each log's producer snapshot at its LEO is
+written with the final flush at ``close``, in parallel.
+
 Threading: construction, ``close`` and the maintenance methods (``flush_dirty_logs``,
 ``run_retention``, ``run_cleaner``, the checkpoint writers) block; the broker
 schedules them. The manager guards its own map of logs with a lock, but the logs are
@@ -26,7 +33,13 @@ from pathlib import Path
 
 from core.clock import Clock
 from core.storage.cleaner import DEDUPE_BUFFER_BYTES, CleanResult, clean, cleanable_ratio
-from core.storage.config import LogConfig, validate_topic_name
+from core.storage.config import (
+    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+    PRODUCER_ID_EXPIRATION_MS,
+    LogConfig,
+    broker_storage_value,
+    validate_topic_name,
+)
 from core.storage.errors import KafkaStorageError, StorageError
 from core.storage.fd_cache import capacity_from_property, descriptor_cache
 from core.storage.flusher import flush_due
@@ -48,7 +61,9 @@ class LogManager:
 
     ``log_dirs`` is one data dir or the list of ``log.dirs``. ``server_defaults`` are
     the broker's ``log.*`` properties (topic config defaults, plus
-    ``log.cleaner.enable`` and ``log.cleaner.dedupe.buffer.size``). ``topic_configs``
+    ``log.cleaner.enable``, ``log.cleaner.dedupe.buffer.size``,
+    ``producer.id.expiration.ms`` and ``producer.id.expiration.check.interval.ms``;
+    InvalidConfigError if one of the last two is not an INT >= 1). ``topic_configs``
     gives topics with overrides their config at load time; others get the defaults
     until ``update_config``. ``broker_id`` / ``cluster_id``, when given, must match any
     existing ``meta.properties`` (KafkaStorageError otherwise).
@@ -70,6 +85,11 @@ class LogManager:
         self._clock = clock
         self._server_defaults = dict(server_defaults)
         self._default_config = LogConfig.from_overrides({}, self._server_defaults)
+        self._producer_id_expiration_ms = broker_storage_value(
+            PRODUCER_ID_EXPIRATION_MS, self._server_defaults)
+        self._producer_expiry_interval_ms = broker_storage_value(
+            PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS, self._server_defaults)
+        self._last_producer_expiry_ms = clock.now_ms()
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -132,6 +152,7 @@ class LogManager:
                 clean_shutdown=clean_shutdown,
                 clock=self._clock,
                 on_roll=self._on_roll,
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
             )
             self._dir_of[tp] = d
         log.info(
@@ -190,8 +211,9 @@ class LogManager:
             directory = d.path / partition_dir_name(topic, partition)
             directory.mkdir(exist_ok=True)
             plog = PartitionLog.open(
-                directory, self.config_for(topic), clock=self._clock, on_roll=self._on_roll
-            )
+                directory, self.config_for(topic), clock=self._clock, on_roll=self._on_roll,
+                producer_id_expiration_ms=self._producer_id_expiration_ms,
+            )  # fmt: skip
             self._logs[tp], self._dir_of[tp] = plog, d
             log.info("created log for %s-%d in %s", topic, partition, d.path)
             return plog
@@ -213,7 +235,7 @@ class LogManager:
                 return False
             d = self._dir_of.pop(tp)
             self._cleaner_offsets.pop(tp, None)
-            plog.close()
+            plog.close(snapshot=False)
             d.remove_partition_dir(plog.dir)
             self._write_dir_checkpoints(d)
         log.info("deleted log %s-%d", topic, partition)
@@ -303,6 +325,7 @@ class LogManager:
         With ``high_watermarks`` None every log's HW is taken to be its LEO; with a
         mapping, logs missing from it are left alone (their HW is unknown).
         """
+        self.maybe_remove_expired_producers(now_ms)
         deleted: dict[TopicPartition, int] = {}
         for tp, plog in self.all_logs().items():
             hw = _high_watermark(tp, plog, high_watermarks)
@@ -322,6 +345,29 @@ class LogManager:
             ):
                 deleted[tp] = len(doomed)
         return deleted
+
+    def remove_expired_producers(self, now_ms: int) -> dict[TopicPartition, int]:
+        """Expire the producer ids idle for ``producer.id.expiration.ms`` in every log
+        (``PartitionLog.remove_expired_producers``); how many each log dropped (logs that
+        dropped none are left out). Runs on the thread that appends (the loop)."""
+        self._last_producer_expiry_ms = now_ms
+        removed: dict[TopicPartition, int] = {}
+        for tp, plog in self.all_logs().items():
+            try:
+                gone = plog.remove_expired_producers(now_ms)
+            except (OSError, StorageError, ValueError):
+                log.exception("producer expiry of %s-%d failed", tp[0], tp[1])
+                continue
+            if gone:
+                removed[tp] = len(gone)
+        return removed
+
+    def maybe_remove_expired_producers(self, now_ms: int) -> dict[TopicPartition, int] | None:
+        """``remove_expired_producers`` if ``producer.id.expiration.check.interval.ms``
+        has passed since the last round (or since the manager started), else None."""
+        if now_ms - self._last_producer_expiry_ms < self._producer_expiry_interval_ms:
+            return None
+        return self.remove_expired_producers(now_ms)
 
     def run_cleaner(
         self, now_ms: int, high_watermarks: Mapping[TopicPartition, int] | None = None
@@ -399,8 +445,12 @@ class LogManager:
         # fsyncs of many logs in parallel: the file system commits them together (10,000
         # logs flushed one by one took 46 s to stop on the test machine). Shutdown only:
         # nothing appends any more, and the descriptor cache is thread-safe.
+        # The producer snapshot at each LEO is written (and fsynced) there too; close
+        # then finds it and writes nothing.
         with ThreadPoolExecutor(_FINAL_FLUSH_THREADS, thread_name_prefix="franz-close") as pool:
-            ok = all(list(pool.map(lambda e: _isolated(e[0], "final flush", e[1].flush),
+            ok = all(list(pool.map(lambda e: _isolated(e[0], "final flush", e[1].flush)
+                                   and _isolated(e[0], "producer snapshot",
+                                                 e[1].take_producer_snapshot),
                                    entries)))
         try:
             self._write_dir_checkpoints(d)

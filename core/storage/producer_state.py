@@ -43,9 +43,13 @@ Use from the log (not thread-safe: the partition's owner serialises calls)::
     ... write the batch ...
     state.update(header)                 # header with its assigned offsets
     state.update_map_end_offset(log_end_offset)
-    # roll: state.take_snapshot(new_segment_base_offset)
+    # roll: state.take_snapshot(new_segment_base_offset, sync=False); later, off the
+    #       event loop with the segment's fsync: state.sync_snapshots()
     # load: start = state.truncate_and_reload(log_start, log_end, now_ms)
     #       state.load_batches(headers of the log from start); state.update_map_end_offset(log_end)
+
+``core.storage.log.PartitionLog`` owns one per partition and does exactly this
+(``core.storage.log_loader.load_producer_state`` at load and truncation).
 """
 
 from __future__ import annotations
@@ -291,17 +295,24 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
-    """Write a snapshot atomically: ``<path>.tmp``, fsync, rename, fsync the directory."""
+def write_snapshot(
+    path: Path, entries: Iterable[ProducerStateEntry], *, sync: bool = True
+) -> None:
+    """Write a snapshot atomically: ``<path>.tmp``, fsync, rename, fsync the directory.
+    ``sync=False`` skips both fsyncs (Kafka's ``takeSnapshot(false)`` at a roll: the
+    caller fsyncs later, off the hot path); a file cut by a crash then fails its CRC
+    and is ignored, as any corrupt snapshot."""
     data = encode_snapshot(entries)
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        if sync:
+            _fsync_dir(path.parent)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
@@ -337,22 +348,29 @@ class ProducerStateManager:
     def __init__(
         self, directory: Path | str, *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        names: Iterable[str] | None = None,
     ) -> None:
+        """``names``: the directory's listing when the caller has one (the log loader
+        lists each partition directory once)."""
         self.directory = Path(directory)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
-        self._snapshots: list[int] = self._list_snapshots()  # ascending offsets
+        self._snapshots: list[int] = self._list_snapshots(names)  # ascending offsets
         self._map_end_offset = 0
         self._last_snap_offset = 0
+        # snapshots written with sync=False, fsynced by ``sync_snapshots`` (appended on
+        # the thread that appends, popped by the one that flushes: a deque is safe)
+        self._unsynced: deque[int] = deque()
 
-    def _list_snapshots(self) -> list[int]:
+    def _list_snapshots(self, names: Iterable[str] | None) -> list[int]:
         offsets = []
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise KafkaStorageError(f"cannot list {self.directory}: {exc}") from exc
+        if names is None:
+            try:
+                names = os.listdir(self.directory)
+            except FileNotFoundError:
+                return []
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot list {self.directory}: {exc}") from exc
         for name in names:
             if m := _SNAPSHOT_NAME.fullmatch(name):
                 offsets.append(int(m.group(1)))
@@ -477,21 +495,50 @@ class ProducerStateManager:
 
     # --- snapshots, truncation, loading ----------------------------------------------
 
-    def take_snapshot(self, offset: int | None = None) -> Path | None:
+    def take_snapshot(self, offset: int | None = None, *, sync: bool = True) -> Path | None:
         """Write ``<map_end_offset>.snapshot`` unless one at or past it exists (Kafka's
         ``takeSnapshot``). ``offset``: set ``map_end_offset`` first (the new segment's
-        base offset at a roll). The path written, or None."""
+        base offset at a roll). ``sync=False``: no fsync now, ``sync_snapshots`` does it
+        later (Kafka's roll). The path written, or None."""
         if offset is not None:
             self._map_end_offset = offset
         if self._map_end_offset <= self._last_snap_offset:
             return None
         path = self.snapshot_path(self._map_end_offset)
-        write_snapshot(path, (self._producers[pid] for pid in sorted(self._producers)))
+        write_snapshot(path, (self._producers[pid] for pid in sorted(self._producers)),
+                       sync=sync)
         if self._map_end_offset not in self._snapshots:
             self._snapshots.append(self._map_end_offset)
             self._snapshots.sort()
         self._last_snap_offset = self._map_end_offset
+        if not sync:
+            self._unsynced.append(self._map_end_offset)
         return path
+
+    def sync_snapshots(self) -> bool:
+        """fsync the snapshot files written with ``sync=False`` since the last call
+        (those deleted meanwhile are skipped). True if any was fsynced: the caller then
+        fsyncs the directory, which holds their names. May run on another thread than
+        the appends (it touches only the files and a deque)."""
+        synced = False
+        while True:
+            try:
+                offset = self._unsynced.popleft()
+            except IndexError:
+                return synced
+            try:
+                fd = os.open(self.snapshot_path(offset), os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot fsync producer snapshot: {exc}") from exc
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot fsync producer snapshot: {exc}") from exc
+            finally:
+                os.close(fd)
+            synced = True
 
     def _delete_snapshot(self, offset: int) -> None:
         with contextlib.suppress(ValueError):

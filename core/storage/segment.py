@@ -25,6 +25,7 @@ import logging
 import os
 import struct
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -334,9 +335,10 @@ class LogSegment:
         with self._file.pin() as fd:
             yield from scan_frames(fd, start, self.size)
 
-    def iter_batches(self) -> Iterator[tuple[int, BatchHeader]]:
-        """``(position, header)`` of every batch, in file order."""
-        return self._scan(0)
+    def iter_batches(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """``(position, header)`` of every batch from byte ``start_position`` (a batch
+        boundary: 0, or a position ``locate`` answered), in file order."""
+        return self._scan(start_position)
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return self._pread(header.size, position)
@@ -589,6 +591,11 @@ class LogSegment:
         self._final_time_entry()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+
+    def pin_file(self) -> AbstractContextManager[int]:
+        """The ``.log`` descriptor, kept open for the ``with`` block (an fdatasync of the
+        group commit in flight off the loop: ``core.storage.data_sync``)."""
+        return self._file.pin()
 
     def flush(self) -> None:
         """fsync the ``.log`` and msync (or fsync) both indexes."""

@@ -27,10 +27,11 @@ Then production stops, every replica catches up (same LEO, HW = LEO on all three
 brokers), and the logs are read from every ISR member's data dir (decoded from its
 segment files) and, as a consumer sees them, through every broker's range read. Every
 acknowledged (partition, offset) must hold exactly its id, offsets are contiguous, the
-three replicas are identical, nothing is in a log that no producer sent. An acknowledged
-id can also appear at an earlier offset when the forwarding broker retried an append
-whose leader died after replicating it but before answering (at-least-once, as a
-non-idempotent Kafka producer); those are counted, not forbidden.
+three replicas are identical, nothing is in a log that no producer sent, and no record
+is in a log twice: the producers never retry, so a second copy could only be made by a
+broker retrying an append on their behalf (a forwarding broker whose leader died after
+replicating it but before answering); those retries carry the broker's producer id and
+sequences and the new leader answers them with the original offsets (issue 15).
 
 Counts are printed (``pytest -s``) and written to ``fault_counts.json`` in the test's
 temporary directory. ``FRANZ_FAULT_ROUNDS`` (default 2) repeats the schedule.
@@ -511,6 +512,8 @@ def test_acknowledged_records_survive_kills_and_stops(brokers: list[BrokerProces
 
     wait_until(lambda: all_in_sync(brokers), 30, "all replicas in sync after the faults")
     counts = verify(brokers, producers, faults.tail_ids)
+    assert counts["acked_also_at_other_offset"] == 0, f"server-made duplicates: {counts}"
+    assert counts["unacked_duplicates"] == 0, f"server-made duplicates: {counts}"
     # the group's commit survived the faults (kills and restarts of brokers): a new
     # instance, through another broker, resumes exactly there
     resumed = group_read(group_instance(brokers[2], "after-faults"), 1)

@@ -72,6 +72,8 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("log.segment.open.files.max", int, 0, "segment .log files kept open at once (an LRU: others are opened on demand); 0: half the soft open-files limit; lowered, with a warning, to what the limit leaves"),
     _p("replica.lag.time.max.ms", int, 30000, "time a follower may stay behind before leaving the ISR"),
     _p("log.retention.check.interval.ms", int, 300000, "how often retention runs"),
+    _p("producer.id.expiration.ms", int, 86400000, "how long a partition keeps an idle producer id's state (its last sequences: what lets a retried batch be recognised); Kafka's"),
+    _p("producer.id.expiration.check.interval.ms", int, 600000, "how often expired producer ids are removed (with the retention pass, at most that often)"),
     _p("log.flush.scheduler.interval.ms", int, 1000, "how often the flush policy is checked"),
     _p("log.flush.offset.checkpoint.interval.ms", int, 60000, "recovery-point checkpoint interval"),
     _p("log.flush.start.offset.checkpoint.interval.ms", int, 60000, "log-start-offset checkpoint interval"),
@@ -112,7 +114,8 @@ _BY_NAME = {p.name: p for p in BROKER_PROPERTIES}
 
 # Broker properties the log manager reads from the log defaults it is given, though
 # the table declares them (typed, described); handed over as strings too.
-STORAGE_PROPERTIES = frozenset({"log.segment.open.files.max"})
+STORAGE_PROPERTIES = frozenset({"log.segment.open.files.max", "producer.id.expiration.ms",
+                                "producer.id.expiration.check.interval.ms"})
 
 # Broker properties that are topic defaults; handed to LogConfig as strings.
 LOG_DEFAULT_PREFIXES = ("log.", "message.", "min.insync.replicas", "unclean.leader.election.enable",

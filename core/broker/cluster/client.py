@@ -100,7 +100,7 @@ class HttpClusterClient:
         d = orjson.loads(answer)
         return AppendInfo(d["first_offset"], d["last_offset"], d.get("max_timestamp", -1),
                           d.get("log_append_time", -1), d.get("num_records", 0), d.get("size", 0),
-                          d.get("log_start_offset", 0))
+                          d.get("log_start_offset", 0), bool(d.get("duplicate", False)))
 
     async def fetch(self, address: Address, topic: str, partition: int, offset: int, *,
                     max_bytes: int, max_wait_ms: int) -> tuple[FetchData, PartitionOffsets]:

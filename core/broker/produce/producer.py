@@ -267,6 +267,8 @@ class _PartitionResult:
         self.first_offset = outcome.first_offset
         if outcome.log_append_time >= 0:
             self.timestamps = outcome.log_append_time
+        elif outcome.duplicate and cols.timestamps is None:  # the original batch's "now"
+            self.timestamps = outcome.max_timestamp
         elif cols.timestamps is None:
             self.timestamps = now_ms
         else:

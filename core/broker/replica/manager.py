@@ -42,6 +42,7 @@ from core.clock import Clock
 from core.errors import FranzError
 from core.storage.blocking import run_blocking
 from core.storage.config import LogConfig
+from core.storage.data_sync import DataSyncer
 from core.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from core.storage.log import AppendInfo, FetchData
 from core.storage.log_manager import LogManager
@@ -106,6 +107,7 @@ class ReplicaManager:
         self._shrink_task: asyncio.Task[None] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
         self._flushing: dict[TopicPartition, asyncio.Future[None]] = {}  # group commit
+        self._syncer = DataSyncer()
         # ISR changes written by this broker as leader (Kafka's IsrShrinksPerSec /
         # IsrExpandsPerSec; api.metrics exports them as counters).
         self.isr_shrinks = 0
@@ -126,6 +128,7 @@ class ReplicaManager:
                 await task
         if self.fetchers is not None:
             await self.fetchers.stop()
+        self._syncer.close()
 
     async def _shrink_loop(self) -> None:
         lag_ms = self.settings.lag_time_max_ms
@@ -290,13 +293,13 @@ class ReplicaManager:
     @staticmethod
     def _append_settled(p: Partition, info: AppendInfo, acks: int) -> bool:
         """Nothing left to wait for: no fsync owed, and acks=all already met."""
-        return not p.log.flush_due and (acks != -1 or p.high_watermark > info.last_offset)
+        return not p.log.sync_due and (acks != -1 or p.high_watermark > info.last_offset)
 
     async def _complete_append(self, p: Partition, info: AppendInfo, *, acks: int,
                                timeout_ms: int) -> AppendInfo:
         """The waits of an append: the ``flush.messages`` fsync (a group commit off the
         loop, not inline), then acks=all's high watermark."""
-        if p.log.flush_due:
+        if p.log.sync_due:
             await self._flush_through(p, info.last_offset + 1)
         if acks != -1 or p.high_watermark > info.last_offset:
             return info
@@ -309,11 +312,14 @@ class ReplicaManager:
         return info
 
     async def _flush_through(self, p: Partition, offset: int) -> None:
-        """Group commit for ``flush.messages``: fsync (in a worker thread) through
-        ``offset``. An fsync covers every append made before it started, so appends that
-        arrive while one runs wait for it and then share the next one."""
+        """Group commit for ``flush.messages``: make the log durable through ``offset``.
+        A sync covers every append made before it started, so appends that arrive while
+        one runs wait for it and then share the next one. The sync is an fdatasync of the
+        ``.log`` data alone (``DataSyncer``: on a native thread, no GIL), or a full flush
+        (off the loop) when a new segment's directory entry must be made durable too;
+        the indexes and the recovery point follow with the periodic flush."""
         log = p.log
-        while log.recovery_point < offset:
+        while log.durable_offset < offset:
             running = self._flushing.get(p.tp)
             if running is not None:
                 await asyncio.shield(running)
@@ -321,10 +327,27 @@ class ReplicaManager:
             done = asyncio.get_running_loop().create_future()
             self._flushing[p.tp] = done
             try:
-                await run_blocking(log.flush)
+                await self._sync(p)
             finally:
                 del self._flushing[p.tp]
                 done.set_result(None)
+
+    async def _sync(self, p: Partition) -> None:
+        log = p.log
+        plan = log.data_sync_plan()
+        if plan is None:
+            await run_blocking(log.flush)
+            return
+        target, segments = plan
+        try:
+            with contextlib.ExitStack() as pins:
+                fds = [pins.enter_context(seg.pin_file()) for seg in segments]
+                for fd in fds:
+                    await self._syncer.fdatasync(fd)
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"cannot sync {p.tp[0]}-{p.tp[1]} to disk: {exc.strerror or exc}") from exc
+        log.mark_synced(target)
 
     async def await_high_watermark(self, p: Partition, target: int, timeout_ms: int) -> None:
         """Until ``p``'s HW reaches ``target``, woken by HW moves; RequestTimedOutError after

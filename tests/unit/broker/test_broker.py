@@ -203,31 +203,34 @@ async def test_offset_for_timestamp(broker: Broker) -> None:
 
 
 async def test_flush_messages_1_fsyncs_before_the_answer_and_groups_fsyncs(broker: Broker) -> None:
-    """flush.messages=1: every acknowledged append is fsynced (the recovery point has
-    passed it) when produce returns, and concurrent appends share fsyncs (group commit)
-    instead of one fsync each on the event loop."""
+    """flush.messages=1: every acknowledged append is on disk (fdatasynced: the durable
+    offset has passed it) when produce returns, and concurrent appends share syncs
+    (group commit) instead of one each; the recovery point follows with a flush."""
     await broker.create_topic("durable", partitions=1, configs={"flush.messages": "1"})
     await broker.produce("durable", [ProduceRecord(b"first")])  # the partition exists now
-    log = broker.replica_manager.partitions[TopicPartition("durable", 0)].log  # type: ignore[union-attr]
-    fsyncs = 0
-    real_flush = log.flush
+    rm = broker.replica_manager
+    log = rm.partitions[TopicPartition("durable", 0)].log  # type: ignore[union-attr]
+    syncs = 0
+    real_sync = rm._syncer.fdatasync
 
-    def counting_flush(up_to_offset: int | None = None) -> None:
-        nonlocal fsyncs
-        fsyncs += 1
-        time.sleep(0.005)  # a slow disk: appends pile up while one fsync runs
-        real_flush(up_to_offset)
+    async def counting_sync(fd: int) -> None:
+        nonlocal syncs
+        syncs += 1
+        await asyncio.sleep(0.005)  # a slow disk: appends pile up while one sync runs
+        await real_sync(fd)
 
-    log.flush = counting_flush  # type: ignore[method-assign]
+    rm._syncer.fdatasync = counting_sync  # type: ignore[method-assign]
 
     async def produce_one(i: int) -> None:
         (res,) = await broker.produce("durable", [ProduceRecord(f"r{i}".encode())])
         assert res.error is None
-        assert log.recovery_point > res.offset  # durable before the answer
+        assert log.durable_offset > res.offset  # durable before the answer
 
     await asyncio.gather(*(produce_one(i) for i in range(40)))
-    assert log.recovery_point == log.log_end_offset == 41
-    assert 1 <= fsyncs < 40, fsyncs  # grouped
+    assert log.durable_offset == log.log_end_offset == 41
+    assert 1 <= syncs < 40, syncs  # grouped
+    log.flush()
+    assert log.recovery_point == 41
 
 
 async def test_an_append_lets_the_long_polls_it_wakes_answer_before_its_producer(

@@ -124,3 +124,25 @@ async def test_the_broker_stamps_its_batches_with_producer_ids_and_sequences(
         assert [h.base_sequence for h in headers] == [0, 3, 7]
     finally:
         await b.stop()
+
+
+async def test_a_retried_append_is_answered_with_its_original_offsets_once(
+        tmp_path: Path) -> None:
+    """What the router does after a leader failover or an abandoned forward: the same
+    stamped batch sent again. The leader's producer state answers the original offsets
+    and the log holds one copy."""
+    b = await build_broker(load_config(overrides={
+        "log.dirs": str(tmp_path / "d"), "offsets.topic.num.partitions": 1}, environ={}))
+    await b.start()
+    try:
+        await b.create_topic("r", partitions=1)
+        await b.produce("r", ProduceColumns([b"a", b"b"]), partition=0)
+        seg = next((tmp_path / "d" / "r-0").glob("*.log"))
+        first_batch = bytearray(seg.read_bytes())
+        await b.produce("r", ProduceColumns([b"c"]), partition=0)
+        info = await b.local_append("r", 0, bytearray(first_batch), acks=-1, timeout_ms=1000)
+        assert info.duplicate and (info.first_offset, info.last_offset) == (0, 1)
+        records = (await b.fetch("r", 0, 0, max_bytes=1 << 20)).records
+        assert [r.value for r in records] == [b"a", b"b", b"c"]
+    finally:
+        await b.stop()

@@ -604,7 +604,7 @@ def test_replace_segments(log_dir: Path, clock: ManualClock) -> None:
         sorted(
             p.name
             for p in log_dir.iterdir()
-            if "." in p.name and p.suffix not in (".log", ".index", ".timeindex")
+            if "." in p.name and p.suffix not in (".log", ".index", ".timeindex", ".snapshot")
         )
         == []
     )
@@ -659,3 +659,35 @@ def test_delete_removes_the_directory(log_dir: Path, clock: ManualClock) -> None
     plog.append_as_leader(make_batch(2), leader_epoch=0)
     plog.delete()
     assert not log_dir.exists()
+
+
+def test_a_data_sync_makes_appends_durable_and_leaves_the_recovery_point(
+        log_dir: Path, clock: ManualClock) -> None:
+    """``flush.messages``'s group commit (ReplicaManager): fdatasync of the planned
+    segments, then ``mark_synced``; the indexes and recovery point follow with ``flush``."""
+    plog = open_log(log_dir, clock, flush_messages=1, segment_bytes=4096)
+    plog.append_as_leader(make_batch(3), leader_epoch=0, flush_inline=False)
+    assert plog.sync_due and plog.durable_offset == 0
+    plan = plog.data_sync_plan()
+    assert plan is not None
+    target, segments = plan
+    assert target == 3 and segments == [plog.active_segment]
+    with segments[0].pin_file() as fd:
+        os.fdatasync(fd)
+    plog.mark_synced(target)
+    assert not plog.sync_due and plog.durable_offset == 3 and plog.recovery_point == 0
+    while len(plog.segments) == 1:  # a roll flushes the old segment and the directory
+        plog.append_as_leader(make_batch(5, value_size=500), leader_epoch=0, flush_inline=False)
+    assert plog.recovery_point == plog.active_segment.base_offset
+    plan = plog.data_sync_plan()
+    assert plan is not None and plan[1] == [plog.active_segment]
+    plog.mark_synced(plan[0])
+    assert plog.durable_offset == plog.log_end_offset > plog.recovery_point
+    plog.truncate_to(3)  # a batch boundary
+    assert plog.durable_offset == plog.log_end_offset == 3
+    plog.truncate_fully_and_start_at(50)  # a new file whose entry only a flush makes durable
+    plog.append_as_leader(make_batch(1), leader_epoch=0, flush_inline=False)
+    assert plog.sync_due and plog.data_sync_plan() is None
+    plog.flush()
+    assert plog.durable_offset == plog.recovery_point == plog.log_end_offset == 51
+    plog.close()
