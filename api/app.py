@@ -3,8 +3,9 @@
 Routers: v2 at the root (``api.v2``), v3 under ``/v3`` (``api.v3``). Error handlers:
 ``api.errors``. The hot routes (produce, records) are matched before FastAPI's router
 (``api.hot_routes``). Metrics: ``GET /metrics`` and a request-metrics middleware
-(``api.metrics``). OpenAPI at ``/openapi.json``, Swagger UI at ``/docs``; request and
-response shapes come from ``api.v2.schemas`` and ``api.v3.models``. Internal
+(``api.metrics``). Health probes: ``GET /healthz`` and ``GET /readyz``, answered before
+authentication (``api.health``). OpenAPI at ``/openapi.json``, Swagger UI at ``/docs``;
+request and response shapes come from ``api.v2.schemas`` and ``api.v3.models``. Internal
 (broker-to-broker) routers must be included with ``include_in_schema=False``. The
 broker is started and stopped by the caller (``app.server``); the app only reads it
 from ``app.state.broker``.
@@ -12,15 +13,15 @@ from ``app.state.broker``.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from fastapi import Depends, FastAPI
 from starlette.routing import compile_path
 
-from api import internal, v2, v3
+from api import health, internal, v2, v3
 from api.errors import install_error_handlers
 from api.fastapi_options import NO_OPENTELEMETRY
+from api.health import HealthMiddleware, package_version
 from api.hot_routes import HotRoutesMiddleware, api_routes, hot_routes
 from api.metrics import install_metrics
 from api.openapi import install_openapi
@@ -48,18 +49,11 @@ stateless range read `GET /topics/{topic}/partitions/{partition}/records`.
 """
 
 
-def _version() -> str:
-    try:
-        return version("franz")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0.0.0"
-
-
 def create_app(broker: Broker) -> FastAPI:
     """The HTTP API over a started ``broker``."""
     app = FastAPI(
         title="franz",
-        version=_version(),
+        version=package_version(),
         description=DESCRIPTION,
         openapi_url="/openapi.json",
         docs_url="/docs",
@@ -73,6 +67,7 @@ def create_app(broker: Broker) -> FastAPI:
     install_error_handlers(app)
     app.include_router(v2.router)
     app.include_router(v3.router)
+    app.include_router(health.router)  # /healthz, /readyz
     app.include_router(internal.router, include_in_schema=False)  # /internal/v1
     # innermost middleware: produce, records and follower fetches skip FastAPI's router
     # (api.hot_routes)
@@ -90,6 +85,11 @@ def create_app(broker: Broker) -> FastAPI:
     app.add_middleware(AuthenticationMiddleware)
     # body size limits, before authentication and any route (api.request_limits)
     app.add_middleware(RequestLimitsMiddleware, **body_limits(broker))
+    # health probes before authentication and body limits (api.health)
+    app.add_middleware(HealthMiddleware, broker=broker, routes=[
+        route for _prefix, route in api_routes(app.routes) if route.endpoint in (
+            health.healthz, health.readyz)])
     install_metrics(app)  # GET /metrics and the request-metrics middleware
-    install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS}, LINKS)
+    install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS, **health.OPENAPI_SCHEMAS},
+                    LINKS)
     return app

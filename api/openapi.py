@@ -132,17 +132,16 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """Documented error responses, all with the Confluent error body."""
     out: dict[int | str, dict[str, Any]] = {}
     for status in statuses:
-        text, code, message = _ERROR_TEXT[status]
-        out[status] = {
-            "description": text,
-            "content": {
-                V2_MEDIA: {
-                    "schema": ref("ErrorBody"),
-                    "example": {"error_code": code, "message": message},
-                }
-            },
-        }
+        out.update(error_doc(status, *_ERROR_TEXT[status]))
     return out
+
+
+def error_doc(status: int, text: str, code: int, message: str) -> dict[int | str, dict[str, Any]]:
+    """One documented error response with the Confluent error body, for a route whose
+    wording differs from ``errors``' shared table."""
+    example = {"error_code": code, "message": message}
+    return {status: {"description": text, "content": {
+        V2_MEDIA: {"schema": ref("ErrorBody"), "example": example}}}}
 
 
 def install_openapi(

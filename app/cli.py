@@ -5,15 +5,36 @@ Both build the same ``Broker``; only the metadata store backend differs."""
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
 from app.commands import add_admin_commands, run_admin_command
 
 
+class _VersionAction(argparse.Action):
+    """``franz --version``: the installed package's version, looked up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(_version())
+        parser.exit(0)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("franz")
+    except PackageNotFoundError:  # a source tree never installed
+        return "0.0.0+unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="franz", description="Kafka-style broker over HTTP")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("version", help="print the version")
     serve = sub.add_parser("serve", help="run a standalone broker (embedded metadata, no ZooKeeper)")
@@ -44,12 +65,16 @@ def _serve(args: argparse.Namespace) -> int:
     # The dispatch point of `franz serve` / `franz broker`: the server (FastAPI, uvicorn,
     # the broker) is imported only here, so `franz --help` and the admin commands stay fast.
     from app.listeners import ListenerConfigError  # noqa: PLC0415
-    from app.server import run  # noqa: PLC0415
-    from app.settings import load_config  # noqa: PLC0415
-    from core.broker.metadata.store import BrokerIdInUseError  # noqa: PLC0415
+    from app.logs import configure_logging  # noqa: PLC0415
+    from app.server import StartError, run  # noqa: PLC0415
+    from app.settings import ConfigError, load_config  # noqa: PLC0415
 
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    name = f"franz {args.command}"
+    try:
+        configure_logging(args.log_level)
+    except ValueError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 2
     overrides: dict[str, object] = {}
     for item in args.override:
         key, sep, value = item.partition("=")
@@ -61,14 +86,18 @@ def _serve(args: argparse.Namespace) -> int:
                       "broker.id": args.broker_id})
     if args.command == "broker":
         overrides["zookeeper.connect"] = args.zookeeper
-    config = load_config(properties_file=args.config, overrides=overrides)
+    try:
+        config = load_config(properties_file=args.config, overrides=overrides)
+    except ConfigError as exc:
+        print(f"{name}: bad configuration: {exc}", file=sys.stderr)
+        return 2
     if args.command == "broker" and not config["zookeeper.connect"]:
-        print("franz broker: needs --zookeeper or zookeeper.connect in --config", file=sys.stderr)
+        print(f"{name}: needs --zookeeper or zookeeper.connect in --config", file=sys.stderr)
         return 2
     try:
         run(config)
-    except (BrokerIdInUseError, ListenerConfigError) as exc:  # no traceback: the message says it
-        print(f"franz {args.command}: cannot start: {exc}", file=sys.stderr)
+    except (StartError, ListenerConfigError) as exc:  # one line says why: no traceback
+        print(f"{name}: cannot start: {exc}", file=sys.stderr)
         return 1
     return 0
 
@@ -77,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "version":
-        from importlib.metadata import version  # noqa: PLC0415  (only for `franz version`)
-
-        print(version("franz"))
+        print(_version())
         return 0
     if args.command in ("serve", "broker"):
         return _serve(args)

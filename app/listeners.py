@@ -8,6 +8,9 @@ brackets. The first listener is the one registered for other brokers and used in
 (the ``host``/``port`` properties, which ``--host``/``--port`` override:
 ``listeners_of``).
 
+``bind_listener`` opens a listener's sockets (bound, not yet listening) before anything
+else happens at start, so a port in use is reported before the data directory is touched.
+
 ``check_exposure`` is the safety default: a listener other hosts can reach (bound to
 anything but 127.0.0.0/8, ::1 or localhost) must authenticate its clients - HTTP Basic
 (``authentication.method=BASIC``) or, on https, a required client certificate - unless
@@ -16,7 +19,9 @@ anything but 127.0.0.0/8, ::1 or localhost) must authenticate its clients - HTTP
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import socket
 from dataclasses import dataclass
 
 from core.broker.admin.broker_config import BrokerConfig
@@ -98,6 +103,8 @@ def listeners_of(config: BrokerConfig) -> list[Listener]:
     the ``host`` and ``port`` properties (equal to it unless ``--host``/``--port`` or
     the properties override it); ``http://host:port`` when ``listeners`` is empty."""
     host, port = str(config["host"]), int(config["port"])
+    if not 0 < port < 65536:
+        raise ListenerConfigError(f"port={port} is not a port (1 to 65535)")
     try:
         listeners = parse_listeners(str(config["listeners"] or ""))
     except ValueError as exc:
@@ -147,3 +154,40 @@ def check_exposure(listeners: list[Listener], config: BrokerConfig) -> None:
             "authentication: set authentication.method=BASIC (or, on an https listener, "
             "ssl.client.authentication=REQUIRED), bind it to 127.0.0.1, or set "
             "listeners.unauthenticated.allow=true to allow it")
+
+
+_BIND_ERRORS = {
+    errno.EADDRINUSE: "port {port} is already in use (another franz, or another program: "
+                      "stop it, or change listeners / --port)",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)",
+    errno.EADDRNOTAVAIL: "{host!r} is not an address of this machine",
+}
+
+
+def bind_listener(listener: Listener) -> list[socket.socket]:
+    """The listener's sockets, bound and not yet listening (the server listens on them
+    when it starts): one per address its host resolves to, as asyncio's
+    ``create_server`` would open. ListenerConfigError naming the listener and the reason
+    when one cannot be bound; none is left open then."""
+    try:
+        infos = socket.getaddrinfo(listener.host or None, listener.port,
+                                   type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ListenerConfigError(f"listener {listener}: cannot resolve {listener.host!r} "
+                                  f"({exc.strerror})") from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _name, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # its IPv4 twin, if any, is bound on its own
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        reason = _BIND_ERRORS.get(exc.errno or 0, "{error}").format(
+            port=listener.port, host=listener.host, error=exc.strerror or exc)
+        raise ListenerConfigError(f"listener {listener} could not be opened: {reason}") from None
+    return sockets

@@ -1,10 +1,14 @@
 """Run one broker with its HTTP API in this process (uvicorn, uvloop when available).
 
 Every listener (``app.listeners``) is one uvicorn server over the same app and broker,
-https ones with the context of ``app.tls``. The listeners and TLS settings are checked
-before the broker is built, so a bad one stops the start with a ``ListenerConfigError``
-naming the property. SIGTERM/SIGINT stop every server; when one stops (or cannot open
-its socket) the others are stopped too, then the broker's orderly stop runs once.
+https ones with the context of ``app.tls``. The listeners and TLS settings are checked,
+and the listeners' sockets bound, before the broker is built, so a bad setting or a port
+in use stops the start with a ``ListenerConfigError`` naming it before anything is
+written to the data directory. The servers answer from then on: health probes and a 503
+for everything else (``api.health.StartupGate``) until the broker has started, then the
+API. One INFO line sums the start up. SIGTERM/SIGINT (once the broker has started;
+before, they end the process as usual) stop every server; when one stops the others
+are stopped too, then the broker's orderly stop runs once.
 """
 
 from __future__ import annotations
@@ -15,20 +19,37 @@ import functools
 import logging
 import resource
 import signal
+import socket
 import ssl
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import uvicorn
 
 from api.app import create_app
+from api.health import StartupGate
 from app.assembly import build_broker
 from app.http_protocol import BufferedTlsHttpProtocol, CoalescingHttpToolsProtocol, ConnectionLimits
-from app.listeners import Listener, ListenerConfigError, check_exposure, listeners_of
+from app.listeners import (
+    Listener,
+    ListenerConfigError,
+    bind_listener,
+    check_exposure,
+    listeners_of,
+)
 from app.process_limits import raise_open_files_limit
 from app.tls import server_context
 from core.broker.admin.broker_config import BrokerConfig
+from core.broker.broker import Broker
+from core.broker.types import is_internal_topic
+from core.errors import FranzError
 
 log = logging.getLogger(__name__)
+
+
+class StartError(Exception):
+    """The broker could not start; the message, one line, says why."""
 
 
 class _Server(uvicorn.Server):
@@ -61,23 +82,80 @@ def _exit_on_signals(servers: list[_Server]) -> Iterator[None]:
 
 
 async def serve(config: BrokerConfig) -> None:
+    """Run the broker until SIGTERM/SIGINT. Order: every check that needs no data (the
+    listeners, TLS, connection limits), then the listeners' sockets (a port in use is
+    reported before the data directory is touched), then the broker behind a
+    ``StartupGate`` (probes are answered while the logs load), then the API."""
+    started = time.monotonic()
     listeners = listeners_of(config)
     check_exposure(listeners, config)
     tls = server_context(config) if any(lsn.is_tls for lsn in listeners) else None
     open_files = raise_open_files_limit()
-    log.info("open-files limit %d", open_files)
     max_connections, idle_s = _connection_settings(config, len(listeners))
-    broker = await build_broker(config)
-    await broker.start()
+    sockets = _bind_all(listeners)
+    fresh = _is_fresh(config.data_dir)
+    gate = StartupGate(step="loading logs")
+    servers = [_Server(_uvicorn_config(gate, lsn, tls, max_connections=max_connections,
+                                       idle_s=idle_s)) for lsn in listeners]
+    tasks = [asyncio.get_running_loop().create_task(server.serve(sockets=socks))
+             for server, socks in zip(servers, sockets, strict=True)]
+    broker: Broker | None = None
     try:
-        app = create_app(broker)
-        servers = [_Server(_uvicorn_config(app, lsn, tls, max_connections=max_connections,
-                                           idle_s=idle_s)) for lsn in listeners]
-        for lsn in listeners:
-            log.info("franz broker %d listening on %s", config.broker_id, lsn)
-        await _serve_all(servers, listeners)
+        broker = await _start_broker(config, gate)
+        gate.open(create_app(broker))
+        log.info("%s", _summary(broker, listeners, fresh=fresh, open_files=open_files,
+                                seconds=time.monotonic() - started))
+        await _serve_all(servers, tasks, listeners)
     finally:
-        await broker.stop()
+        await _stop_all(servers, tasks)
+        if broker is not None:
+            await broker.stop()
+
+
+def _bind_all(listeners: list[Listener]) -> list[list[socket.socket]]:
+    bound: list[list[socket.socket]] = []
+    try:
+        for lsn in listeners:
+            bound.append(bind_listener(lsn))
+    except ListenerConfigError:
+        for sock in (s for socks in bound for s in socks):
+            sock.close()
+        raise
+    return bound
+
+
+def _is_fresh(data_dir: Path) -> bool:
+    """Whether the data directory holds nothing yet (missing or empty)."""
+    try:
+        return not any(data_dir.iterdir())
+    except FileNotFoundError:
+        return True
+    except OSError:  # unreadable: the broker's own open says why
+        return False
+
+
+async def _start_broker(config: BrokerConfig, gate: StartupGate) -> Broker:
+    """The started broker; StartError when it cannot start (the data directory in use,
+    the broker id taken, the metadata store unreachable, a storage or file error)."""
+    try:
+        broker = await build_broker(config)
+        gate.step = "joining the cluster" if config["zookeeper.connect"] else "starting"
+        await broker.start()
+    except (FranzError, OSError) as exc:
+        log.debug("start failed", exc_info=exc)  # the traceback, for --log-level DEBUG
+        raise StartError(" ".join(str(exc).split()) or type(exc).__name__) from exc
+    return broker
+
+
+def _summary(broker: Broker, listeners: list[Listener], *, fresh: bool, open_files: int,
+             seconds: float) -> str:
+    """The one INFO line of a start."""
+    partitions = broker.replica_manager.partitions
+    internal = sum(1 for tp in partitions if is_internal_topic(tp.topic))
+    where = f"{broker.config.data_dir}{' (new)' if fresh else ''}"
+    return (f"franz broker {broker.broker_id} ready in {seconds:.2f} s: {len(partitions)} "
+            f"partitions ({internal} internal) in {where}, cluster {broker.cluster_id}; "
+            f"listening on {', '.join(map(str, listeners))}; open-files limit {open_files}")
 
 
 #: descriptors kept out of the connections' reach: segments, indexes, checkpoints,
@@ -126,30 +204,21 @@ def _uvicorn_config(app: object, listener: Listener, tls: ssl.SSLContext | None,
     return uv_config
 
 
-async def _serve_all(servers: list[_Server], listeners: list[Listener]) -> None:
-    """Serve until a signal, or until one server ends (it could not open its socket):
-    then every server stops; the first failure is raised."""
-    loop = asyncio.get_running_loop()
+async def _serve_all(servers: list[_Server], tasks: list[asyncio.Task[None]],
+                     listeners: list[Listener]) -> None:
+    """Serve until a signal, or until one server ends; the first failure is raised."""
     with _exit_on_signals(servers):
-        tasks = [loop.create_task(_serve_one(s, lsn)) for s, lsn in zip(servers, listeners, strict=True)]
-        try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for server in servers:
-                server.should_exit = True
-            results = await asyncio.gather(*tasks, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task, listener in zip(tasks, listeners, strict=True):
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise ListenerConfigError(f"listener {listener} failed: {task.exception()}")
 
 
-async def _serve_one(server: _Server, listener: Listener) -> None:
-    try:
-        await server.serve()
-    except SystemExit:  # uvicorn's way out when it cannot listen (it logged why)
-        raise ListenerConfigError(f"listener {listener} could not be opened (the reason is "
-                                  "logged above); change listeners, or stop what uses the "
-                                  "port") from None
+async def _stop_all(servers: list[_Server], tasks: list[asyncio.Task[None]]) -> None:
+    """Stop every server (each closes its sockets) and wait for them."""
+    for server in servers:
+        server.should_exit = True
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def run(config: BrokerConfig) -> None:

@@ -1,58 +1,265 @@
 """Settings: Kafka-named properties from a ``.properties`` file, then environment
-variables (``FRANZ_LOG_RETENTION_HOURS=24`` -> ``log.retention.hours``), then CLI flags,
-merged once into a ``core.broker.config.BrokerConfig``.
+variables (``FRANZ_LOG_RETENTION_HOURS=24`` -> ``log.retention.hours``), then CLI flags
+(``--override`` and the named ones), merged and checked once into a
+``core.broker.admin.broker_config.BrokerConfig``.
 
 ``listeners`` is kept whole (``app.listeners`` serves them all); ``host`` and ``port``
 are its first listener's unless given as overrides (``--host``/``--port``), which then
-replace that listener's."""
+replace that listener's: the command line wins only when it is given.
+
+Every key must be one franz reads (``known_properties``): the broker table
+(``BROKER_PROPERTIES``), the broker synonyms of topic configs (``log.retention.hours``,
+``log.segment.bytes``, ...: ``core.storage.config``) and ``STORAGE_EXTRAS``. There is no
+passthrough prefix. Kafka broker keys with no meaning here (``IGNORED_KAFKA_PROPERTIES``,
+found in Kafka's stock ``server.properties``) are accepted with one warning, so that
+file can be reused. Anything else stops the start with a ``ConfigError``, one line
+naming the key, where it was set and the closest known key; a value that does not parse
+names the key, the value and what is allowed. Environment variables are read only for
+names that are properties: ``FRANZ_`` also prefixes the client tools' variables
+(``FRANZ_BOOTSTRAP_SERVER``, ``FRANZ_CLIENT_*``).
+
+``parse_properties`` reads Java's ``.properties`` format (``java.util.Properties.load``):
+``#`` and ``!`` comment lines, ``=``, ``:`` or whitespace between key and value, a line
+ending in an odd number of backslashes continued on the next (whose leading whitespace is
+dropped), escapes ``\\t \\n \\r \\f \\uXXXX`` and ``\\<any>`` for that character (``\\:``,
+``\\=``, ``\\\\``, ``\\ ``). Unlike Java, the file is read as UTF-8 and a value's trailing
+whitespace is dropped unless escaped.
+"""
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from app.listeners import Listener, parse_listeners
-from core.broker.admin.broker_config import BrokerConfig
+from core.broker.admin.broker_config import BROKER_PROPERTIES, BrokerConfig
+from core.storage.config import TOPIC_CONFIG_DEFS, LogConfig, server_synonyms
+from core.storage.errors import InvalidConfigError
+
+log = logging.getLogger(__name__)
 
 ENV_PREFIX = "FRANZ_"
 
+#: Broker log properties the storage reads that are neither in the broker table nor a
+#: topic config's synonym.
+STORAGE_EXTRAS: Mapping[str, str] = {
+    "log.cleaner.dedupe.buffer.size": "bytes of the cleaner's key map",
+}
+
+#: Kafka broker properties franz accepts and does not use, and why.
+IGNORED_KAFKA_PROPERTIES: Mapping[str, str] = {
+    "num.network.threads": "one event loop serves every connection",
+    "num.io.threads": "one event loop serves every connection",
+    "socket.send.buffer.bytes": "the operating system's defaults apply",
+    "socket.receive.buffer.bytes": "the operating system's defaults apply",
+    "socket.request.max.bytes": "see max.request.size and request.body.max.bytes",
+    "num.recovery.threads.per.data.dir": "recovery runs on the storage thread pool",
+    "transaction.state.log.replication.factor": "franz has no transactions",
+    "transaction.state.log.min.isr": "franz has no transactions",
+    "zookeeper.connection.timeout.ms": "see zookeeper.session.timeout.ms",
+}
+
+#: Kafka broker properties franz reads per topic only: refused with this hint.
+TOPIC_ONLY: Mapping[str, str] = {
+    name: f"franz reads {name} per topic only: set it on the topic "
+          f"(franz topics --alter --topic T --config {name}=...)"
+    for name in ("compression.gzip.level", "compression.lz4.level", "compression.zstd.level")
+}
+
+_TABLE = {p.name for p in BROKER_PROPERTIES}
+_WHITESPACE = " \t\f"
+_NATURAL_LINES = re.compile(r"\r\n|\r|\n")
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+class ConfigError(Exception):
+    """A configuration franz cannot start with; the message is one line naming the key,
+    where it was set and what would be accepted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Property:
+    key: str
+    value: str
+    line: int  # where its logical line starts, from 1
+
+
+# --- the .properties format ------------------------------------------------------------
+
+
+def parse_properties(text: str, *, source: str = "<properties>") -> list[Property]:
+    """Every ``key=value`` of ``text`` in file order (a repeated key appears twice: the
+    last wins when they are merged); ConfigError naming ``source`` and the line for a
+    malformed ``\\uXXXX`` escape."""
+    lines = _NATURAL_LINES.split(text)
+    out: list[Property] = []
+    i = 0
+    while i < len(lines):
+        start = i
+        line = lines[i].lstrip(_WHITESPACE)
+        i += 1
+        if not line or line[0] in "#!":
+            continue  # a comment line is never continued
+        while _continues(line):
+            line = line[:-1]
+            if i < len(lines):
+                line += lines[i].lstrip(_WHITESPACE)
+                i += 1
+        out.append(_split(line, where=f"{source}:{start + 1}", line_no=start + 1))
+    return out
+
+
+def _continues(line: str) -> bool:
+    """Whether the line ends in an odd number of backslashes."""
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def _split(text: str, *, where: str, line_no: int) -> Property:
+    """A logical line (leading whitespace gone) as key and value."""
+    end = 0
+    while end < len(text) and text[end] not in "=:" + _WHITESPACE:
+        end += 2 if text[end] == "\\" else 1
+    key, rest = text[:end], text[end:].lstrip(_WHITESPACE)
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(_WHITESPACE)
+    while rest and rest[-1] in _WHITESPACE and not _escaped(rest, len(rest) - 1):
+        rest = rest[:-1]
+    return Property(_unescape(key, where), _unescape(rest, where), line_no)
+
+
+def _escaped(text: str, index: int) -> bool:
+    """Whether ``text[index]`` follows an odd number of backslashes."""
+    run = len(text[:index]) - len(text[:index].rstrip("\\"))
+    return run % 2 == 1
+
+
+def _unescape(text: str, where: str) -> str:
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\" or i + 1 == len(text):
+            out.append("" if c == "\\" else c)  # a lone trailing backslash is dropped
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u":
+            digits = text[i + 2 : i + 6]
+            if not re.fullmatch(r"[0-9A-Fa-f]{4}", digits):
+                raise ConfigError(f"{where}: malformed \\uXXXX escape \\u{digits}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+            continue
+        out.append(_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
 
 def read_properties(path: Path) -> dict[str, str]:
-    """Java-style ``key=value`` (or ``key: value``) lines; ``#``/``!`` comments."""
-    props: dict[str, str] = {}
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            props[line] = ""
-            continue
-        props[line[:sep].strip()] = line[sep + 1 :].strip()
-    return props
+    """The file's properties (the last of a repeated key wins)."""
+    return {p.key: p.value for p in _read(path)}
+
+
+def _read(path: Path) -> list[Property]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 ({exc.reason})"
+        raise ConfigError(f"cannot read {path}: {reason}") from None
+    return parse_properties(text, source=str(path))
 
 
 def env_properties(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``FRANZ_<NAME>`` variables whose name is a property (``FRANZ_NUM_PARTITIONS`` ->
+    ``num.partitions``); other ``FRANZ_`` variables belong to other tools."""
     env = os.environ if environ is None else environ
-    return {
-        k[len(ENV_PREFIX):].lower().replace("_", "."): v
-        for k, v in env.items() if k.startswith(ENV_PREFIX) and len(k) > len(ENV_PREFIX)
-    }
+    known = known_properties()
+    found = {k[len(ENV_PREFIX):].lower().replace("_", "."): v
+             for k, v in env.items() if k.startswith(ENV_PREFIX) and len(k) > len(ENV_PREFIX)}
+    return {k: v for k, v in found.items() if k in known}
+
+
+# --- checks ------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _synonyms() -> frozenset[str]:
+    """The broker properties that default a topic config (``log.retention.hours``...)."""
+    return frozenset(s.name for k in TOPIC_CONFIG_DEFS for s in server_synonyms(k.name))
+
+
+@lru_cache(maxsize=1)
+def known_properties() -> frozenset[str]:
+    """Every key a properties file or ``--override`` may set."""
+    return frozenset(_TABLE | _synonyms() | set(STORAGE_EXTRAS) | set(IGNORED_KAFKA_PROPERTIES)
+                     ) - set(TOPIC_ONLY)
+
+
+def check_key(key: str, origin: str) -> None:
+    """ConfigError unless ``key`` is known: the message names the closest known key."""
+    if key in known_properties():
+        return
+    if key in TOPIC_ONLY:
+        raise ConfigError(f"{origin}: {TOPIC_ONLY[key]}")
+    close = difflib.get_close_matches(key, sorted(known_properties()), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else " (docs/cli.md lists the properties)"
+    raise ConfigError(f"{origin}: unknown property {key!r}{hint}")
+
+
+def check_value(key: str, raw: object, origin: str) -> None:
+    """ConfigError when ``raw`` is not a value ``key`` takes, in Kafka's wording (the key,
+    the value, what is allowed)."""
+    if not isinstance(raw, str) or key in IGNORED_KAFKA_PROPERTIES:
+        return  # not a string: typed by argparse (--port, --broker-id)
+    try:
+        if key in _TABLE:
+            BrokerConfig.from_properties({key: raw})
+        if key in STORAGE_EXTRAS and not raw.strip().isdigit():
+            raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: "
+                                     "Not a number of type LONG (allowed: [0, ...])")
+        if key in _synonyms():
+            LogConfig.from_overrides({}, {key: raw})
+    except InvalidConfigError as exc:
+        raise ConfigError(f"{origin}: {exc.message}") from None
+
+
+# --- loading -----------------------------------------------------------------------------
 
 
 def load_config(
     *, properties_file: Path | None = None, overrides: Mapping[str, object] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> BrokerConfig:
+    """The merged, checked configuration; ConfigError for an unknown key or a bad value."""
     props: dict[str, object] = {}
+    origins: dict[str, str] = {}
     if properties_file is not None:
-        props.update(read_properties(properties_file))
-    props.update(env_properties(environ))
-    props.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        for prop in _read(properties_file):
+            props[prop.key] = prop.value
+            origins[prop.key] = f"{properties_file}:{prop.line}"
+    for key, value in env_properties(environ).items():
+        props[key] = value
+        origins[key] = f"${ENV_PREFIX}{key.upper().replace('.', '_')}"
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    props.update(given)
+    origins.update({k: f"--override {k}" for k in given})
+    for key, value in props.items():
+        check_key(key, origins[key])
+        check_value(key, value, origins[key])
+    ignored = sorted(k for k in props if k in IGNORED_KAFKA_PROPERTIES)
+    if ignored:
+        log.warning("ignoring Kafka properties franz has no use for: %s", ", ".join(
+            f"{k} ({IGNORED_KAFKA_PROPERTIES[k]})" for k in ignored))
     first = _first_listener(props.get("listeners"))
     if first is not None:  # host/port mean the first listener, unless given as overrides
-        given = {k for k, v in (overrides or {}).items() if v is not None}
         if "host" not in given:
             props["host"] = first.host
         if "port" not in given:

@@ -1,7 +1,8 @@
 """v2 produce: ``POST /topics/{topic}`` and ``POST /topics/{topic}/partitions/{partition}``.
 
 The Content-Type picks the embedded format (``api.content_types``): binary and json are
-served; avro, jsonschema and protobuf are 422 / 42206 (no Schema Registry). The answer
+served; avro, jsonschema and protobuf are 422 / 42206 (no Schema Registry). An Accept
+that allows no v2 answer (``text/html``) is 406 / 406 and nothing is written. The answer
 is always one ``offsets`` entry per input record, in order, HTTP 200 even when some
 records failed (Confluent). Failed entries have null ``partition``/``offset`` and the
 ``error_code`` of the error's row in ``api.errors.ERROR_TABLE`` (413 record too large,
@@ -33,7 +34,12 @@ from starlette.responses import Response
 from typing_extensions import TypedDict
 
 from api import native_render
-from api.content_types import EmbeddedFormat, produce_format, require_supported
+from api.content_types import (
+    EmbeddedFormat,
+    produce_format,
+    require_supported,
+    v2_response_media,
+)
 from api.deps import broker_of
 from api.errors import V2_MEDIA, ApiError, ErrorCode, message_for, spec_for
 from api.hot_routes import HotQuery, hot_route
@@ -43,7 +49,7 @@ from api.input_limits import (
     prefix_exceeds_record_limit,
     too_many_records,
 )
-from api.openapi import errors, ok, ref
+from api.openapi import JSON_MEDIA, error_doc, errors, ok, ref
 from api.responses import check_accept
 from api.security.authorization import Need, may_create_topic, requires
 from api.v2.body import empty_body_error, parse
@@ -105,8 +111,10 @@ _OPENAPI_BODY = {
 }
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
-    **ok("ProduceResponse", _RESPONSE_EXAMPLE),
+    **ok("ProduceResponse", _RESPONSE_EXAMPLE, media=(V2_MEDIA, JSON_MEDIA)),
     **errors(400, 404, 413, 415, 422, 500),
+    **error_doc(406, "Accept allows neither `application/vnd.kafka.v2+json` nor "
+                "`application/json`; nothing is written", 406, "HTTP 406 Not Acceptable"),
 }
 
 
@@ -255,6 +263,13 @@ def _produce_format(content_type: str | None) -> EmbeddedFormat:
     return produce_format(content_type)
 
 
+@lru_cache(maxsize=64)
+def _answer_media(accept: str | None) -> str:
+    """The media type of the answer (``v2_response_media``: 406 / 406 when Accept allows
+    no v2 type), remembered per Accept string as ``_produce_format`` is."""
+    return v2_response_media(accept)
+
+
 async def _read_body(request: Request) -> bytes:
     limit = int(broker_of(request).config["max.request.size"])
     declared = request.headers.get("content-length")
@@ -280,6 +295,9 @@ async def produce(request: Request, topic: str, partition: int | None) -> Respon
     q = PRODUCE_QUERY.parse(request)
     acks, strict = q.get("acks"), q.get("strict", False)
     fmt = _produce_format(request.headers.get("content-type"))
+    # the router's check_accept does not run on a hot route: an answer the client cannot
+    # take is refused here, before anything is written (Confluent: 406, nothing written)
+    media = _answer_media(request.headers.get("accept"))
     require_supported(fmt)
     records = parse_produce(fmt, await _read_body(request))
     results = await broker_of(request).produce(
@@ -287,7 +305,7 @@ async def produce(request: Request, topic: str, partition: int | None) -> Respon
         may_create=may_create_topic(request),
     )
     status, body = produce_answer(results, strict=strict)
-    return Response(body, status_code=status, media_type=V2_MEDIA)
+    return Response(body, status_code=status, media_type=media)
 
 
 @hot_route(

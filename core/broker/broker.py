@@ -63,6 +63,7 @@ from core.broker.types import (
     is_internal_topic,
 )
 from core.clock import Clock
+from core.errors import FranzError
 from core.storage.blocking import run_blocking
 from core.storage.config import ConfigEntry
 from core.storage.errors import InvalidTopicError
@@ -128,6 +129,8 @@ class Broker:
         self._cluster_client = parts.cluster_client
         self.cluster_id = ""
         self._tasks: list[asyncio.Task[None]] = []
+        self._started = False  # between the end of start() and the beginning of stop()
+        self._registration_check: asyncio.Task[list[BrokerRegistration]] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -161,10 +164,36 @@ class Broker:
         await self._admin.ensure_offsets_topic()
         await self.consumers.start()
         self._start_maintenance()
+        self._started = True
         log.info("broker %d started (cluster %s, data dir %s)", self.broker_id, self.cluster_id,
                  self.config.data_dir)
 
+    async def readiness(self, *, timeout_s: float) -> list[str]:
+        """Why this broker should not get traffic now; empty when it should: it is started
+        (logs loaded, group coordinator running), its metadata store (ZooKeeper in a
+        cluster) answers within ``timeout_s`` and lists it among the live brokers. At most
+        one store call is in flight: concurrent probes share it, so a store that hangs
+        does not pile calls up on the blocking pool."""
+        if not self._started:
+            return ["the broker is not started (or is stopping)"]
+        check = self._registration_check
+        if check is None or check.done():
+            check = self._registration_check = asyncio.create_task(self.store.live_brokers())
+            check.add_done_callback(lambda t: t.cancelled() or t.exception())  # seen here
+        try:
+            live = await asyncio.wait_for(asyncio.shield(check), timeout_s)
+        except TimeoutError:
+            return [f"the metadata store did not answer within {timeout_s:g} s"]
+        except FranzError as exc:
+            return [f"the metadata store cannot be reached: {exc}"]
+        if all(reg.broker_id != self.broker_id for reg in live):
+            return [f"broker {self.broker_id} is not registered in the metadata store"]
+        return []
+
     async def stop(self) -> None:
+        self._started = False
+        if self._registration_check is not None:
+            self._registration_check.cancel()
         with contextlib.suppress(Exception):
             await self._shutdown.run()  # leadership moves away before fetchers stop
         await self.controller.stop()

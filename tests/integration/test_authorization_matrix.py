@@ -8,6 +8,8 @@
     granted          exactly the ALLOWs the operation needs  -> never 401/403
     admin            a super user                            -> never 401/403
 
+The health probes (``/healthz``, ``/readyz``) are public: 200 for every identity.
+
 ``REQUIRED`` below is this test's own statement of what Kafka would require for each
 operation (not read from the code), so a route whose rule is wrong or missing shows up
 as an unauthorized success or an authorized failure. Fixture names all start with
@@ -33,6 +35,7 @@ USERS = {"admin": "admin-pw", "nobody": "nobody-pw", "denied": "denied-pw",
          "granted": "granted-pw"}
 TOPIC, GROUP = "mx", "mxg"
 OPEN = "open"  # any authenticated principal (what Kafka's metadata shows every client)
+PUBLIC = "public"  # anyone, without credentials: the health probes (docs/security.md)
 LIST = "list"  # filtered: a principal without the ACL sees none of our fixtures
 
 # What each operation needs: (resource type, operation) pairs, or OPEN, plus LIST when
@@ -66,6 +69,8 @@ REQUIRED: dict[str, tuple[Any, ...]] = {
     "GET /consumers/{group}/instances/{instance}/offsets": (("GROUP", "READ"),),
     "GET /consumers/{group}/instances/{instance}/records": (("GROUP", "READ"),
                                                             ("TOPIC", "READ")),
+    "GET /healthz": (PUBLIC,),
+    "GET /readyz": (PUBLIC,),
     "GET /v3/clusters": (OPEN,),
     "GET /v3/clusters/{cluster_id}": (OPEN,),
     "GET /v3/clusters/{cluster_id}/brokers": (OPEN,),
@@ -368,7 +373,10 @@ def test_every_operation_as_every_identity(world: World) -> None:
                 with _client(world, identity) as c:
                     r = c.request(method, path, **kwargs)
                 seen = f"{op} as {identity}: {r.status_code} {r.text[:160]}"
-                if identity in ("anonymous", "wrong-password"):
+                if PUBLIC in required:
+                    if r.status_code >= 300:
+                        authorized_failures.append(seen)
+                elif identity in ("anonymous", "wrong-password"):
                     if r.status_code != 401:
                         unauthorized_successes.append(seen)
                 elif identity in ("granted", "admin") or is_open:

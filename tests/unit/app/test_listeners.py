@@ -5,6 +5,7 @@ and the broker registration's scheme in ZooKeeper's JSON."""
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 
@@ -12,6 +13,7 @@ from app.assembly import RegisteredSchemes, _credentials
 from app.listeners import (
     Listener,
     ListenerConfigError,
+    bind_listener,
     check_exposure,
     is_loopback,
     listeners_of,
@@ -163,3 +165,32 @@ def test_registrations_kafka_wrote_with_named_listeners() -> None:
                        "listener_security_protocol_map": {"SSL": "SSL",
                                                           "PLAINTEXT": "PLAINTEXT"}}).encode()
     assert BrokerIdZNode.decode(2, both, czxid=1).scheme == "http"  # the PLAINTEXT one
+
+
+def test_bind_listener_binds_without_listening() -> None:
+    sockets = bind_listener(Listener("http", "127.0.0.1", 0))
+    try:
+        assert len(sockets) == 1
+        port = sockets[0].getsockname()[1]
+        with pytest.raises(ConnectionRefusedError):  # bound, not yet accepting
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def test_a_port_in_use_is_named_in_one_line() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ListenerConfigError) as info:
+            bind_listener(Listener("http", "127.0.0.1", port))
+    assert str(info.value) == (f"listener http://127.0.0.1:{port} could not be opened: port {port} "
+                               "is already in use (another franz, or another program: stop it, "
+                               "or change listeners / --port)")
+
+
+def test_a_port_out_of_range_is_refused() -> None:
+    with pytest.raises(ListenerConfigError, match="port=99999 is not a port"):
+        listeners_of(_config(port=99999))
