@@ -134,7 +134,7 @@ class ZkBrokers(ZkControllerElection):
             if old.ephemeralOwner != self._client.client_id[0]:
                 if not replace:
                     return None, None
-                self._refuse_if_alive(reg.broker_id, path, old)
+                self._refuse_if_alive(reg, path, old)
             replaced, released = self._replace_registration(reg.broker_id, path, data, old)
             if not replaced:
                 continue
@@ -147,16 +147,22 @@ class ZkBrokers(ZkControllerElection):
         raise MetadataStoreError(f"metadata store: registering broker {reg.broker_id} kept "
                                  "racing with other writers")
 
-    def _refuse_if_alive(self, broker_id: int, path: str, old: ZnodeStat) -> None:
-        """Another session holds ``broker_id``: a stale registration of a process that died
-        (its session not expired yet) is taken over, but if the registered endpoint
-        accepts connections a live broker holds the id: BrokerIdInUseError."""
+    def _refuse_if_alive(self, reg: BrokerRegistration, path: str, old: ZnodeStat) -> None:
+        """Another session holds ``reg.broker_id``: a stale registration of a process that
+        died (its session not expired yet) is taken over, but if the registered endpoint
+        accepts connections a live broker holds the id: BrokerIdInUseError. A registration
+        at this broker's own endpoint is its own previous life: this process listens
+        there already (the listeners are bound before the broker registers), so no other
+        broker can."""
+        broker_id = reg.broker_id
         found = self._client.get_or_none(path)
         if found is None:
             return
         try:
             holder = BrokerIdZNode.decode(broker_id, found[0], czxid=found[1].czxid)
         except MalformedZNodeError:
+            return
+        if (holder.host, holder.port) == (reg.host, reg.port):
             return
         if _accepts_connections(holder.host, holder.port, timeout_s=1.0):
             raise BrokerIdInUseError(
