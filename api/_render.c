@@ -315,7 +315,43 @@ static PyObject *produce_offsets(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* produce_offsets_range(partition, first, count) -> bytes: produce_offsets for
+ * `count` records appended to one partition at consecutive offsets from `first`. */
+static PyObject *produce_offsets_range(PyObject *self, PyObject *args) {
+    (void)self;
+    long long partition, first;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "LLn", &partition, &first, &n)) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative count");
+        return NULL;
+    }
+    char head[48];
+    char *h = head;
+    memcpy(h, OFFSET_HEAD, sizeof(OFFSET_HEAD) - 1);
+    h = write_int(h + sizeof(OFFSET_HEAD) - 1, partition);
+    memcpy(h, OFFSET_MID, sizeof(OFFSET_MID) - 1);
+    h += sizeof(OFFSET_MID) - 1;
+    const Py_ssize_t head_len = h - head;
+    const Py_ssize_t item = head_len + 21 + sizeof(OFFSET_TAIL) - 1 + 1;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n > 0 ? n * item : 1);
+    if (out == NULL) return NULL;
+    char *start = PyBytes_AS_STRING(out), *o = start;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i) *o++ = ',';
+        memcpy(o, head, head_len);
+        o = write_int(o + head_len, first + i);
+        memcpy(o, OFFSET_TAIL, sizeof(OFFSET_TAIL) - 1);
+        o += sizeof(OFFSET_TAIL) - 1;
+    }
+    if (_PyBytes_Resize(&out, o - start) < 0) return NULL;
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"produce_offsets_range", produce_offsets_range, METH_VARARGS,
+     "produce_offsets_range(partition, first, count) -> bytes: produce_offsets for "
+     "consecutive offsets of one partition."},
     {"produce_offsets", produce_offsets, METH_VARARGS,
      "produce_offsets(partitions, offsets) -> bytes: the comma-separated items of a v2 "
      "produce answer's offsets array for records that all succeeded."},

@@ -37,6 +37,12 @@ def produce_offsets(partitions: list[int], offsets: list[int]) -> bytes | None:
     return None if _render is None else _render.produce_offsets(partitions, offsets)
 
 
+def produce_offsets_range(partition: int, first: int, count: int) -> bytes | None:
+    """``produce_offsets`` of ``count`` records appended to ``partition`` at consecutive
+    offsets from ``first``. None when the extension is not built."""
+    return None if _render is None else _render.produce_offsets_range(partition, first, count)
+
+
 def render_batch(raw: bytes, head: bytes, mid: bytes,
                  header: BatchHeader | None = None) -> list[bytes] | None:
     """One JSON fragment per record of the batch ``raw``:

@@ -186,8 +186,11 @@ def produce_answer(results: Sequence[RecordResult], *, strict: bool) -> tuple[in
     partitions without failures (a keyed request) one C call."""
     if isinstance(results, ProduceResults) and len(results) and not results.errors:
         if results.contiguous:
-            p = results.partitions
-            text = _HEAD % p + (_SEP % p).join(map(str, results.offsets)) + _TAIL
+            p, offsets = results.partitions, results.offsets
+            items = native_render.produce_offsets_range(p, offsets.start, len(offsets))
+            if items is not None:
+                return 200, b'{"offsets":[' + items + _ANSWER_TAIL
+            text = _HEAD % p + (_SEP % p).join(map(str, offsets)) + _TAIL
             return 200, text.encode()
         parts, offsets = results.partitions, results.offsets
         if type(parts) is list and type(offsets) is list:  # several partitions: in C

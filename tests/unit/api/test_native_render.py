@@ -160,3 +160,11 @@ def test_produce_offsets_writes_orjsons_bytes(pairs: list[tuple[int, int]]) -> N
     assert b"[" + native_render.produce_offsets(parts, offsets) + b"]" == expected
     with pytest.raises(TypeError):
         native_render.produce_offsets([1, None], [1, 2])  # type: ignore[list-item]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(0, 2**62), st.integers(0, 300))
+def test_produce_offsets_range_writes_orjsons_bytes(partition: int, first: int, n: int) -> None:
+    expected = orjson.dumps([{"partition": partition, "offset": first + i, "error_code": None,
+                              "error": None} for i in range(n)])
+    assert b"[" + native_render.produce_offsets_range(partition, first, n) + b"]" == expected
