@@ -731,3 +731,12 @@ async def test_producer_id_blocks_never_overlap_between_brokers(
     latest = raw_json(raw, "/latest_producer_id_block")
     assert latest["version"] == 1 and latest["block_end"] == str(12 * 1000 - 1)
     assert latest["block_start"] == str(11 * 1000) and latest["broker"] in (0, 1)
+
+
+async def test_replicas_per_broker_counts_every_stored_topic(open_store: OpenStore) -> None:
+    a, b = await open_store(), await open_store()
+    await a.create_topic(TOPIC, {}, STATES)
+    other = TopicAssignment("other", "Q8mVnmYVRVCvG2cHd8hUyA", {0: (2, 1), 1: (1, 3)})
+    await b.create_topic(other, {}, {p: state(leader=r[0], isr=r) for p, r in
+                                     other.partitions.items()})
+    assert await a.replicas_per_broker() == {1: 5, 2: 1, 3: 1}

@@ -63,6 +63,7 @@ from core.broker.controller.replica_assignment import assign_replicas
 from core.broker.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
     UnknownTopicError,
@@ -355,9 +356,32 @@ class Controller(PreferredElection, Reassigner):
             await self.store.delete_topic(name)
             raise InvalidTopicError(
                 f"Topic '{name}' collides with existing topics: {', '.join(raced)}")
+        if not is_internal_topic(name):
+            await self._undo_if_over_budget(name, assignment)
         log.info("created topic %s with %d partition(s), replication factor %d",
                  name, partitions, replication_factor)
         return assignment
+
+    async def _undo_if_over_budget(self, name: str, assignment: TopicAssignment) -> None:
+        """The per-broker check above reads this broker's cache; creations written
+        through other brokers at the same moment are not in it. Counted again from the
+        store after our write: if a broker our topic uses now hosts more than it may, our
+        creation is taken back and refused (racing creators may both give up; never both
+        succeed past the limit)."""
+        stored = await self.store.replicas_per_broker()
+        limit = self.partition_limits.effective_per_broker
+        used = {b for replicas in assignment.partitions.values() for b in replicas}
+        over = sorted(b for b in used if stored.get(b, 0) > limit)
+        if not over:
+            return
+        log.warning("topic %s: broker %d would host %d partition replicas with topics "
+                    "created at the same time, more than %d: creation undone",
+                    name, over[0], stored[over[0]], limit)
+        await self.store.delete_topic(name)
+        raise PolicyViolationError(
+            f"Broker {over[0]} would host {stored[over[0]]} partition replicas with topics "
+            f"created at the same time, more than {limit}: topic '{name}' was not created "
+            "(max.partitions.per.broker)")
 
     async def _colliding_topics(self, name: str) -> list[str]:
         """Existing topics whose names equal ``name`` once '.' and '_' are unified

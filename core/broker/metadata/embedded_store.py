@@ -272,6 +272,9 @@ class EmbeddedMetadataStore:
     async def delete_admin_request(self, name: str) -> None:
         self._admin.pop(name, None)
 
+    async def replicas_per_broker(self) -> dict[int, int]:
+        return await self._run(self._replicas_per_broker)
+
     async def allocate_producer_ids(self, broker_id: int, count: int) -> tuple[int, int]:
         return await self._run(self._allocate_producer_ids, broker_id, count)
 
@@ -463,6 +466,14 @@ class EmbeddedMetadataStore:
             _require_topic(conn, name)
             conn.execute(sa.delete(TOPIC_CONFIGS).where(TOPIC_CONFIGS.c.topic == name))
             _insert_configs(conn, name, configs)
+
+    def _replicas_per_broker(self) -> dict[int, int]:
+        hosted: dict[int, int] = {}
+        with self._read() as conn:
+            for (replicas,) in conn.execute(sa.select(TOPIC_PARTITIONS.c.replicas)):
+                for broker in json.loads(replicas):
+                    hosted[broker] = hosted.get(broker, 0) + 1
+        return hosted
 
     def _allocate_producer_ids(self, broker_id: int, count: int) -> tuple[int, int]:
         block = PRODUCER_ID_BLOCK

@@ -14,9 +14,11 @@ import pytest
 from core.broker.controller import controlled_shutdown as shutdown_mod
 from core.broker.controller.controlled_shutdown import Address, ControlledShutdown
 from core.broker.controller.controller import Controller
+from core.broker.controller.partition_limits import PartitionLimits
 from core.broker.errors import (
     BrokerNotAvailableError,
     InvalidReplicationFactorError,
+    PolicyViolationError,
     TopicDeletionDisabledError,
     UnknownTopicError,
 )
@@ -452,3 +454,19 @@ async def test_shutdown_gives_up_after_the_timeout(
         assert len(client.calls) >= 3 and set(client.calls) == {(addr(2), 1)}
     else:
         assert client.calls == []  # nobody to ask
+
+
+async def test_creations_racing_through_other_brokers_never_pass_the_per_broker_maximum(
+        make_controller: MakeController, store: EmbeddedMetadataStore) -> None:
+    """The per-broker check reads the broker's cache; a creation written through another
+    broker at the same moment is not in it (here: a cache that never sees anything). The
+    count from the store after the write takes such a creation back."""
+    c = make_controller(1, partition_limits=PartitionLimits(per_broker=10),
+                        hosted_replicas=dict)  # stale: always empty
+    assert await c.maybe_elect()
+    await c.create_topic("first", partitions=6 * len(BROKERS), replication_factor=1)
+    with pytest.raises(PolicyViolationError, match="at the same time"):
+        await c.create_topic("second", partitions=6 * len(BROKERS), replication_factor=1)
+    assert await store.get_topic("second") is None  # taken back
+    assert max((await store.replicas_per_broker()).values()) <= 10
+    await c.create_topic("small", partitions=len(BROKERS), replication_factor=1)  # fits

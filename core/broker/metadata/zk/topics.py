@@ -82,6 +82,9 @@ class ZkTopics(ZkControllerElection):
     async def get_topic(self, name: str) -> TopicAssignment | None:
         return await self._call(self._get_topic, name)
 
+    async def replicas_per_broker(self) -> dict[int, int]:
+        return await self._call(self._replicas_per_broker)
+
     async def add_partitions(
         self, assignment: TopicAssignment, states: Mapping[int, PartitionState]
     ) -> None:
@@ -163,6 +166,19 @@ class ZkTopics(ZkControllerElection):
                                                                    kz.NodeExistsError):
                 raise TopicAlreadyExistsError(f"Topic '{name}' already exists.") from failed.cause
             raise
+
+    def _replicas_per_broker(self) -> dict[int, int]:
+        names = self._client.children(TopicsZNode.path)
+        found = self._client.get_many(TopicZNode.path(n) for n in names)  # pipelined
+        hosted: dict[int, int] = {}
+        for name in names:
+            got = found.get(TopicZNode.path(name))
+            if got is None:
+                continue  # deleted meanwhile
+            for replicas in TopicZNode.decode(name, got[0]).partitions.values():
+                for broker in replicas:
+                    hosted[broker] = hosted.get(broker, 0) + 1
+        return hosted
 
     def _get_topic(self, name: str) -> TopicAssignment | None:
         found = self._client.get_or_none(TopicZNode.path(name))
