@@ -74,10 +74,10 @@ class FileMapping:
         return self._view
 
     def flush(self) -> None:
-        if self._addr is not None and _LIBC is not None:
-            if _LIBC.msync(self._addr, self._length, _MS_SYNC) != 0:
-                err = ctypes.get_errno()
-                raise OSError(err, os.strerror(err))
+        if (self._addr is not None and _LIBC is not None
+                and _LIBC.msync(self._addr, self._length, _MS_SYNC) != 0):
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
 
     def close(self) -> None:
         addr, self._addr = self._addr, None

@@ -5,7 +5,6 @@ deletions from other clients; none fails with a server error ("database is locke
 from __future__ import annotations
 
 import asyncio
-
 from pathlib import Path
 
 import httpx
