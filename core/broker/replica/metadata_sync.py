@@ -30,6 +30,12 @@ from core.storage.config import LogConfig
 #: (~1 ms each when created: a slice keeps other requests' waits in the tens of ms)
 _PARTITIONS_PER_SLICE = 32
 
+def _retrieve(future: asyncio.Future[object]) -> None:
+    """Mark a shared sync's exception as seen (its callers re-raise it themselves)."""
+    if not future.cancelled():
+        future.exception()
+
+
 class MetadataSync:
     """``log_defaults``: the broker's log properties (the defaults of topic configs)."""
 
@@ -40,6 +46,7 @@ class MetadataSync:
         self._replicas = replicas
         self._log_defaults = log_defaults
         self._locks: dict[str, asyncio.Lock] = {}
+        self._waiting: dict[str, asyncio.Future[TopicMetadata | None]] = {}
 
     async def refresh_brokers(self) -> None:
         regs = await self._store.live_brokers()
@@ -58,29 +65,62 @@ class MetadataSync:
             await self.sync_topic(name)
 
     async def sync_topic(self, name: str) -> TopicMetadata | None:
-        """Bring the cache and the local replicas of ``name`` in line with the store."""
-        lock = self._locks.setdefault(name, asyncio.Lock())
-        async with lock:
-            rm = self._replicas
-            assignment = await self._store.get_topic(name)
-            if assignment is None:
-                self._cache.remove_topic(name)
-                for tp in [tp for tp in rm.partitions if tp.topic == name]:
-                    rm.stop_replica(tp, delete=True)
-                return None
-            configs = await self._store.get_topic_configs(name)
-            states = await self._store.get_partition_states(name)
-            log_config = LogConfig.from_overrides(configs, self._log_defaults)
-            rm.update_config(name, log_config)
-            for i, (p, replicas) in enumerate(assignment.partitions.items()):
-                state = states.get(p)
-                if state is not None:
-                    rm.apply_partition_state(TopicPartition(name, p), state, replicas, log_config)
-                if i % _PARTITIONS_PER_SLICE == _PARTITIONS_PER_SLICE - 1:
-                    await asyncio.sleep(0)  # thousands of new logs must not stall the loop
-            meta = TopicMetadata(assignment, self._offline_view(name, states), configs, log_config)
-            self._cache.put_topic(name, meta)
-            return meta
+        """Bring the cache and the local replicas of ``name`` in line with the store.
+
+        Calls are coalesced: a call made while a sync of ``name`` waits for the topic's
+        lock (not started reading yet) shares that sync, whose reads come after the call
+        and so see what it was made for. A controller changing 100 partition states of a
+        topic announces 100 changes; they cost two or three syncs, not 100 (each reads
+        every partition state: a restarted broker regained leadership of ~1,000
+        partitions at ~9 a second before)."""
+        while (waiting := self._waiting.get(name)) is not None:
+            try:
+                return await asyncio.shield(waiting)
+            except asyncio.CancelledError:
+                if not waiting.cancelled():
+                    raise  # this caller was cancelled
+                # the sync it shared was cancelled: look again
+        shared: asyncio.Future[TopicMetadata | None] = asyncio.get_running_loop().create_future()
+        shared.add_done_callback(_retrieve)
+        self._waiting[name] = shared
+        try:
+            async with self._locks.setdefault(name, asyncio.Lock()):
+                del self._waiting[name]  # from here on, a new call needs a new sync
+                result = await self._sync_topic(name)
+        except BaseException as exc:
+            if self._waiting.get(name) is shared:
+                del self._waiting[name]
+            if not shared.done():
+                if isinstance(exc, asyncio.CancelledError):
+                    shared.cancel()
+                else:
+                    shared.set_exception(exc)
+            raise
+        shared.set_result(result)
+        return result
+
+    async def _sync_topic(self, name: str) -> TopicMetadata | None:
+        """``sync_topic``'s work, the topic's lock held."""
+        rm = self._replicas
+        assignment = await self._store.get_topic(name)
+        if assignment is None:
+            self._cache.remove_topic(name)
+            for tp in [tp for tp in rm.partitions if tp.topic == name]:
+                rm.stop_replica(tp, delete=True)
+            return None
+        configs = await self._store.get_topic_configs(name)
+        states = await self._store.get_partition_states(name)
+        log_config = LogConfig.from_overrides(configs, self._log_defaults)
+        rm.update_config(name, log_config)
+        for i, (p, replicas) in enumerate(assignment.partitions.items()):
+            state = states.get(p)
+            if state is not None:
+                rm.apply_partition_state(TopicPartition(name, p), state, replicas, log_config)
+            if i % _PARTITIONS_PER_SLICE == _PARTITIONS_PER_SLICE - 1:
+                await asyncio.sleep(0)  # thousands of new logs must not stall the loop
+        meta = TopicMetadata(assignment, self._offline_view(name, states), configs, log_config)
+        self._cache.put_topic(name, meta)
+        return meta
 
     def _offline_view(self, name: str, states: dict[int, PartitionState]) -> dict[int, PartitionState]:
         """``states`` with the partitions led here whose log is offline shown leaderless."""
