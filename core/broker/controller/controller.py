@@ -66,6 +66,7 @@ from core.broker.errors import (
     PolicyViolationError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
+    UnknownPartitionError,
     UnknownTopicError,
 )
 from core.broker.metadata.store import (
@@ -82,6 +83,10 @@ from core.storage.config import topic_collides, validate_topic_configs, validate
 from core.storage.errors import InvalidTopicError
 
 log = logging.getLogger(__name__)
+
+#: partition states the controller writes at once (one ZooKeeper multi-op, one SQL
+#: transaction)
+ELECTION_BATCH = 200
 
 
 def new_topic_id() -> str:
@@ -281,11 +286,50 @@ class Controller(PreferredElection, Reassigner):
             raw = configs.get("unclean.leader.election.enable")
             unclean = self.unclean_default if raw is None else raw.strip().lower() == "true"
             states = await self.store.get_partition_states(name)
-            for p, replicas in sorted(assignment.partitions.items()):
-                state = states.get(p)
-                if state is not None and await self._elect_one(name, p, state, replicas, live,
-                                                               down, unclean):
-                    changed += 1
+            changed += await self._elect_topic(name, assignment.partitions, states, live,
+                                               down, unclean)
+        return changed
+
+    async def _elect_topic(self, topic: str, partitions: Mapping[int, tuple[int, ...]],
+                           states: Mapping[int, PartitionState], live: set[int],
+                           down: set[int], unclean: bool) -> int:
+        """The new leader and ISR of every partition of ``topic`` that needs them, in one
+        write per ``ELECTION_BATCH`` partitions (a broker back from a restart may lead
+        thousands again: one write each took ~60 ms); a batch that lost a race with a
+        leader's ISR change is done one partition at a time (``_elect_one``)."""
+        epoch = self.epoch
+        if epoch is None:
+            return 0
+        updates: dict[int, tuple[PartitionState, int]] = {}
+        for p, replicas in sorted(partitions.items()):
+            state = states.get(p)
+            if state is None:
+                continue
+            new = elect_on_broker_change(state, replicas, live, unclean=unclean,
+                                         controller_epoch=epoch, shutting_down=down)
+            if new is None or (new.leader < 0 and state.leader in down and state.leader in live):
+                continue
+            updates[p] = (new, state.version)
+        changed = 0
+        batch_ps = sorted(updates)
+        for i in range(0, len(batch_ps), ELECTION_BATCH):
+            batch = {p: updates[p] for p in batch_ps[i:i + ELECTION_BATCH]}
+            try:
+                await self.store.update_partition_states(topic, batch)
+            except (BadVersionError, UnknownPartitionError):
+                fresh = await self.store.get_partition_states(topic)
+                for p in batch:
+                    state = fresh.get(p)
+                    if state is not None and await self._elect_one(
+                            topic, p, state, partitions[p], live, down, unclean):
+                        changed += 1
+                continue
+            for p, (new, _version) in batch.items():
+                old = states[p]
+                log.info("controller: %s-%d (leader, epoch, isr) (%d, %d, %s) -> (%d, %d, %s)",
+                         topic, p, old.leader, old.leader_epoch, old.isr,
+                         new.leader, new.leader_epoch, new.isr)
+            changed += len(batch)
         return changed
 
     async def _elect_one(self, topic: str, partition: int, state: PartitionState,

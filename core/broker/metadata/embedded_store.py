@@ -291,6 +291,14 @@ class EmbeddedMetadataStore:
         self._emit(state_event(topic, partition, stored))
         return stored
 
+    async def update_partition_states(
+        self, topic: str, updates: Mapping[int, tuple[PartitionState, int]]
+    ) -> dict[int, PartitionState]:
+        stored = await self._run(self._update_partition_states, topic, dict(updates))
+        for p, st in stored.items():
+            self._emit(state_event(topic, p, st))
+        return stored
+
     # --- plumbing ----------------------------------------------------------------------
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -511,6 +519,24 @@ class EmbeddedMetadataStore:
         raise BadVersionError(
             f"partition state {topic}-{partition}: expected version {expected_version}, "
             f"stored version is {actual}")
+
+    def _update_partition_states(
+        self, topic: str, updates: dict[int, tuple[PartitionState, int]]
+    ) -> dict[int, PartitionState]:
+        tp = TOPIC_PARTITIONS
+        with self._write() as conn:  # one transaction: all or nothing
+            for p, (state, expected) in sorted(updates.items()):
+                updated = conn.execute(
+                    sa.update(tp).where((tp.c.topic == topic) & (tp.c.partition == p))
+                    .where(tp.c.version == expected)
+                    .values(**_state_columns(state), version=tp.c.version + 1)
+                ).rowcount
+                if not updated:
+                    raise BadVersionError(
+                        f"partition state {topic}-{p}: not at version {expected} (or missing); "
+                        "nothing written")
+        return {p: dataclasses.replace(state, version=expected + 1)
+                for p, (state, expected) in updates.items()}
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -150,6 +150,14 @@ class MetadataStore(Protocol):
         """Conditional write; returns the state with its new version, BadVersionError on a race."""
         ...
 
+    async def update_partition_states(
+        self, topic: str, updates: Mapping[int, tuple[PartitionState, int]]
+    ) -> dict[int, PartitionState]:
+        """``update_partition_state`` of several partitions of ``topic`` (partition ->
+        (state, expected version)) in one all-or-nothing write; BadVersionError (or
+        UnknownPartitionError) and nothing written when any of them fails."""
+        ...
+
     # reassignment: replace the replicas of existing partitions (same partition set)
     async def set_assignment(self, assignment: TopicAssignment) -> None: ...
 

@@ -481,3 +481,19 @@ async def test_everything_survives_close_and_reopen(
     assert await store.get_topic("orders") == TOPIC
     assert await store.get_topic_configs("orders") == {"retention.ms": "1000"}
     assert (await store.get_partition_states("orders"))[2] == updated
+
+
+async def test_several_partition_states_are_written_all_or_nothing(store) -> None:  # type: ignore[no-untyped-def]
+    await store.create_topic(TOPIC, {}, STATES)
+    current = await store.get_partition_states(TOPIC.name)
+    moved = {p: (state(leader=1, epoch=1), current[p].version) for p in (0, 1)}
+    stored = await store.update_partition_states(TOPIC.name, moved)
+    assert {p: st.leader_epoch for p, st in stored.items()} == {0: 1, 1: 1}
+    after = await store.get_partition_states(TOPIC.name)
+    assert after[0].leader_epoch == after[1].leader_epoch == 1
+    assert after[0].version == stored[0].version
+    stale = {1: (state(epoch=2), current[1].version), 2: (state(epoch=2), current[2].version)}
+    with pytest.raises(BadVersionError):  # partition 1 moved on: nothing written
+        await store.update_partition_states(TOPIC.name, stale)
+    final = await store.get_partition_states(TOPIC.name)
+    assert final[2].leader_epoch == 0 and final[1].leader_epoch == 1

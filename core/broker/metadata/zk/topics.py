@@ -138,6 +138,17 @@ class ZkTopics(ZkControllerElection):
             self._emit(state_event(topic, partition, stored))
         return stored
 
+    async def update_partition_states(
+        self, topic: str, updates: Mapping[int, tuple[PartitionState, int]]
+    ) -> dict[int, PartitionState]:
+        """One ZooKeeper multi-op for every partition (fenced by the controller epoch)."""
+        async with self._lock:
+            stored = await self._call(self._update_partition_states, topic, dict(updates))
+            for p, st in stored.items():
+                self._view.state_written(topic, p, st.version)
+                self._emit(state_event(topic, p, st))
+        return stored
+
     # --- blocking bodies: topics and configs --------------------------------------------------
 
     def _create_topic(
@@ -326,6 +337,26 @@ class ZkTopics(ZkControllerElection):
         if expected_version != 0:
             raise self._bad_version(topic, partition, expected_version)
         return self._create_first_state(topic, partition, state)
+
+    def _update_partition_states(
+        self, topic: str, updates: dict[int, tuple[PartitionState, int]]
+    ) -> dict[int, PartitionState]:
+        txn = self._txn()
+        order = sorted(updates)
+        for p in order:
+            state, expected = updates[p]
+            txn.set_data(TopicPartitionStateZNode.path(topic, p),
+                         TopicPartitionStateZNode.encode(state), expected)
+        try:
+            stats = txn.commit()
+        except OpFailed as failed:
+            if isinstance(failed.cause, kz.BadVersionError | kz.NoNodeError):
+                raise BadVersionError(
+                    f"partition states of {topic}: {failed.path} changed or is missing; "
+                    "nothing written") from failed.cause
+            raise
+        return {p: dataclasses.replace(updates[p][0], version=stat.version)
+                for p, stat in zip(order, stats, strict=True)}
 
     def _create_first_state(
         self, topic: str, partition: int, state: PartitionState
