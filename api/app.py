@@ -2,9 +2,11 @@
 
 Routers: v2 at the root (``api.v2``), v3 under ``/v3`` (``api.v3``). Error handlers:
 ``api.errors``. The hot routes (produce, records) are matched before FastAPI's router
-(``api.hot_routes``). Metrics: ``GET /metrics`` and a request-metrics middleware
+(``api.hot_routes``). Opt-in CORS, gzip and access log, outermost
+(``api.http_middleware``). Metrics: ``GET /metrics`` and a request-metrics middleware
 (``api.metrics``). Health probes: ``GET /healthz`` and ``GET /readyz``, answered before
-authentication (``api.health``). OpenAPI at ``/openapi.json``, Swagger UI at ``/docs``;
+authentication (``api.health``). OpenAPI at ``/openapi.json``, Swagger UI at ``/docs`` and ReDoc at ``/redoc`` from
+packaged assets (``api.docs``);
 request and response shapes come from ``api.v2.schemas`` and ``api.v3.models``. Internal
 (broker-to-broker) routers must be included with ``include_in_schema=False``. The
 broker is started and stopped by the caller (``app.server``); the app only reads it
@@ -19,10 +21,12 @@ from fastapi import Depends, FastAPI
 from starlette.routing import compile_path
 
 from api import health, internal, v2, v3
+from api.docs import install_docs
 from api.errors import install_error_handlers
 from api.fastapi_options import NO_OPENTELEMETRY
 from api.health import HealthMiddleware, package_version
 from api.hot_routes import HotRoutesMiddleware, api_routes, hot_routes
+from api.http_middleware import install_http_middleware
 from api.metrics import install_metrics
 from api.openapi import install_openapi
 from api.openapi_links import LINKS
@@ -56,7 +60,7 @@ def create_app(broker: Broker) -> FastAPI:
         version=package_version(),
         description=DESCRIPTION,
         openapi_url="/openapi.json",
-        docs_url="/docs",
+        docs_url=None,  # api.docs: the same pages on packaged assets, no CDN
         redoc_url=None,
         default_response_class=KafkaV2Response,
         dependencies=[Depends(authorize_route)],  # every route's ACL rule (api.security)
@@ -90,6 +94,9 @@ def create_app(broker: Broker) -> FastAPI:
         route for _prefix, route in api_routes(app.routes) if route.endpoint in (
             health.healthz, health.readyz)])
     install_metrics(app)  # GET /metrics and the request-metrics middleware
+    # outermost, each only when its property is on: gzip, CORS, access log (docs/http.md)
+    install_http_middleware(app, getattr(broker, "config", None))
+    install_docs(app, openapi_url="/openapi.json")
     install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS, **health.OPENAPI_SCHEMAS},
                     LINKS)
     return app

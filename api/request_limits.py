@@ -9,7 +9,8 @@ body (the hot routes of ``api.hot_routes`` included). Each request's limit is
   ``max.request.size``, the largest produce body;
 - v3 produce (``POST /v3/clusters/{c}/topics/{t}/records``): none here; its body is a
   stream of records, possibly long-lived, and ``api.v3.produce`` holds each record to
-  ``max.request.size`` as it arrives.
+  ``max.request.size`` as it arrives;
+- v3 batch produce (``POST .../records:batch``): ``max.request.size``, as v2 produce.
 
 A body over the limit is answered ``413`` with a Confluent error body
 (``{"error_code": 413, "message": "Request body of N bytes exceeds
@@ -68,6 +69,8 @@ class RequestLimitsMiddleware:
                 return self.produce_max_bytes, "max.request.size"
             if path.startswith("/v3/") and path.endswith("/records"):
                 return None
+            if path.startswith("/v3/") and path.endswith("/records:batch"):
+                return self.produce_max_bytes, "max.request.size"
         return self.body_max_bytes, "request.body.max.bytes"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

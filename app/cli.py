@@ -65,7 +65,7 @@ def _serve(args: argparse.Namespace) -> int:
     # The dispatch point of `franz serve` / `franz broker`: the server (FastAPI, uvicorn,
     # the broker) is imported only here, so `franz --help` and the admin commands stay fast.
     from app.listeners import ListenerConfigError  # noqa: PLC0415
-    from app.logs import configure_logging  # noqa: PLC0415
+    from app.logs import configure_logging, use_log_format  # noqa: PLC0415
     from app.server import StartError, run  # noqa: PLC0415
     from app.settings import ConfigError, load_config  # noqa: PLC0415
 
@@ -91,6 +91,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"{name}: bad configuration: {exc}", file=sys.stderr)
         return 2
+    use_log_format(str(config["log.format"]))  # checked by load_config
     if args.command == "broker" and not config["zookeeper.connect"]:
         print(f"{name}: needs --zookeeper or zookeeper.connect in --config", file=sys.stderr)
         return 2

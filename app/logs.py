@@ -10,6 +10,12 @@ as DEBUG with ``--log-level DEBUG``. So are two lines with nothing to say: the s
 (a fresh one), and Alembic's per-database preamble. The start is summed up by
 ``app.server`` in one INFO line.
 
+``log.format=json`` (``use_log_format``) writes each record as one JSON object on one
+line: ``time`` (ISO-8601 UTC, milliseconds), ``level``, ``logger``, ``message``, the
+traceback as ``exception`` when there is one, and the access log's fields (``method``,
+``path``, ``status``, ``bytes``, ``duration_ms``, ``principal``, ...: ``api.access_log``)
+as fields of their own.
+
 The modules that write the per-partition lines (``core.storage.log_manager``,
 ``core.broker.group.loading``) are owned elsewhere; once they log them at DEBUG
 themselves, their entries here can go.
@@ -17,7 +23,9 @@ themselves, their entries here can go.
 
 from __future__ import annotations
 
+import json
 import logging
+from datetime import UTC, datetime
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -65,3 +73,33 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(level=numeric, format=FORMAT)
     for handler in logging.getLogger().handlers:
         handler.addFilter(DemoteDetail(show_debug=numeric <= logging.DEBUG))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line (``log.format=json``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"
+                                                                          ).replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        access = getattr(record, "access", None)
+        if isinstance(access, dict):
+            entry.update(access)
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exception"] = record.exc_text
+        return json.dumps(entry, default=str)
+
+
+def use_log_format(log_format: str) -> None:
+    """``text`` (``FORMAT``) or ``json`` (``JsonFormatter``) on the root logger's handlers."""
+    if log_format not in ("text", "json"):
+        raise ValueError(f"unknown log.format {log_format!r} (text, json)")
+    formatter = JsonFormatter() if log_format == "json" else logging.Formatter(FORMAT)
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(formatter)

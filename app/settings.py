@@ -214,6 +214,32 @@ def check_key(key: str, origin: str) -> None:
     raise ConfigError(f"{origin}: unknown property {key!r}{hint}")
 
 
+#: Integer broker properties with a bounded range: (least, most; None: no ceiling).
+RANGES: dict[str, tuple[int, int | None]] = {
+    "api.v3.produce.batch.maximum.entries": (1, 50),  # Confluent's range
+    "http.gzip.min.bytes": (0, None),
+}
+
+
+#: String broker properties that take one of a few values.
+CHOICES: dict[str, tuple[str, ...]] = {"log.format": ("text", "json")}
+
+
+def _check_choice(key: str, raw: str) -> None:
+    if raw.strip() not in CHOICES[key]:
+        raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: "
+                                 f"String must be one of: {', '.join(CHOICES[key])}")
+
+
+def _check_range(key: str, raw: str) -> None:
+    low, high = RANGES[key]
+    value = int(raw.strip())
+    if value < low or (high is not None and value > high):
+        allowed = f"[{low}, {high}]" if high is not None else f"[{low}, ...]"
+        raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: "
+                                 f"Value must be in {allowed}")
+
+
 def check_value(key: str, raw: object, origin: str) -> None:
     """ConfigError when ``raw`` is not a value ``key`` takes, in Kafka's wording (the key,
     the value, what is allowed)."""
@@ -222,6 +248,10 @@ def check_value(key: str, raw: object, origin: str) -> None:
     try:
         if key in _TABLE:
             BrokerConfig.from_properties({key: raw})
+            if key in RANGES:
+                _check_range(key, raw)
+            if key in CHOICES:
+                _check_choice(key, raw)
         if key in STORAGE_EXTRAS and not raw.strip().isdigit():
             raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: "
                                      "Not a number of type LONG (allowed: [0, ...])")

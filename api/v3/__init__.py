@@ -11,6 +11,7 @@
     lags             per-partition lags and the group lag summary
     group_admin      franz: a group's offsets (describe), offset reset, group delete
     produce          POST .../records: one record, several, or a stream
+    produce_batch    POST .../records:batch: up to 10 (at most 50) records, answered 207
     records          franz: GET .../partitions/{p}/records, a long-poll range read
 
 Every answer is ``application/json``; resources carry ``kind``, ``metadata.self`` (an
@@ -30,6 +31,7 @@ from api.v3 import (
     lags,
     partitions,
     produce,
+    produce_batch,
     reassignments,
     records,
     topics,
@@ -43,7 +45,7 @@ router.include_router(clusters.root_router)
 # Order matters where paths overlap: "/topics/-/..." routes precede "/topics/{topic_name}/...".
 router.include_router(reassignments.router)  # before partitions: replaces its empty lists
 for _module in (clusters, acls, users, configs, topics, partitions, consumer_groups, lags,
-                produce, records):
+                produce, produce_batch, records):
     router.include_router(_module.router)
 router.include_router(group_admin_router)
 

@@ -483,6 +483,58 @@ class ProduceReport(TypedDict, total=False):
     value: ProduceReportData  # omitted when the request had no value
 
 
+#: ``POST .../records:batch`` (Confluent's ProduceBatchRequest): an entry id is 1 to 80
+#: of ``[0-9a-zA-Z-_]``, unique in its batch; at most ``BATCH_ENTRIES_CEILING`` entries
+#: (the broker's ``api.v3.produce.batch.maximum.entries``, default 10, may be 1 to 50).
+BATCH_ID_PATTERN = r"^[0-9a-zA-Z_-]{1,80}$"
+BATCH_ENTRIES_CEILING = 50
+BatchEntryId = Annotated[str, Field(pattern=BATCH_ID_PATTERN, min_length=1, max_length=80)]
+
+
+@with_config(_FORBID)
+class ProduceBatchRequestEntry(TypedDict, total=False):
+    id: Required[BatchEntryId]
+    partition_id: int | None
+    headers: list[ProduceRecordHeader]
+    key: ProduceRecordData | None
+    value: ProduceRecordData | None
+    timestamp: str | None  # ISO-8601; naive means UTC; default now
+
+
+@with_config(_FORBID)
+class ProduceBatchRequest(TypedDict):
+    entries: Annotated[list[ProduceBatchRequestEntry],
+                       Field(min_length=1, max_length=BATCH_ENTRIES_CEILING)]
+
+
+@with_config(_FORBID)
+class ProduceBatchResponseSuccessEntry(TypedDict, total=False):
+    id: Required[str]
+    cluster_id: Required[str]
+    topic_name: Required[str]
+    partition_id: Required[int]
+    offset: Required[int]
+    timestamp: str | None  # ISO-8601 UTC with milliseconds
+    key: ProduceReportData  # omitted when the entry had no key
+    value: ProduceReportData  # omitted when the entry had no value
+
+
+@with_config(_FORBID)
+class ProduceBatchResponseFailureEntry(TypedDict):
+    id: str
+    error_code: int
+    message: str
+
+
+@with_config(_FORBID)
+class ProduceBatchResponse(TypedDict):
+    """The 207 answer: one entry per request entry, in request order, in one list or
+    the other."""
+
+    successes: list[ProduceBatchResponseSuccessEntry]
+    failures: list[ProduceBatchResponseFailureEntry]
+
+
 @with_config(_FORBID)
 class KafkaRecordHeader(TypedDict):
     name: str
@@ -539,5 +591,7 @@ OPENAPI_SCHEMAS: dict[str, Any] = {
         AlterConfigBatchRequest,
         ProduceRecordRequest,
         ProduceReport,
+        ProduceBatchRequest,
+        ProduceBatchResponse,
     )
 }

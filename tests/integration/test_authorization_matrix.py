@@ -138,6 +138,7 @@ REQUIRED: dict[str, tuple[Any, ...]] = {
     "GET /v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/lag-summary": (
         ("GROUP", "DESCRIBE"), ("TOPIC", "DESCRIBE")),
     "POST /v3/clusters/{cluster_id}/topics/{topic_name}/records": (("TOPIC", "WRITE"),),
+    "POST /v3/clusters/{cluster_id}/topics/{topic_name}/records:batch": (("TOPIC", "WRITE"),),
     "GET /v3/clusters/{cluster_id}/topics/{topic_name}/partitions/{partition_id}/records": (
         ("TOPIC", "READ"),),
     "GET /v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/offsets": (
@@ -327,6 +328,8 @@ BODIES: dict[str, Callable[[str, str], dict[str, Any]]] = {
     "PATCH /v3/clusters/{cluster_id}/topics/{topic_name}": _json(_V3, {"partitions_count": 2}),
     "POST /v3/clusters/{cluster_id}/topics/{topic_name}/records": _json(
         _V3, {"value": {"type": "JSON", "data": 1}}),
+    "POST /v3/clusters/{cluster_id}/topics/{topic_name}/records:batch": _json(
+        _V3, {"entries": [{"id": "1", "value": {"type": "JSON", "data": 1}}]}),
     "POST /v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/offsets:alter": _json(
         _V3, {"data": [{"topic_name": TOPIC, "partition_id": 0, "offset": 1}]}),
 }

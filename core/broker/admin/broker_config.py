@@ -63,6 +63,7 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("consumer.request.timeout.ms", int, 1000, "default and max wait of a GET .../records"),
     _p("consumer.request.max.bytes", int, 67108864, "cap on bytes per GET .../records"),
     _p("max.request.size", int, 67108864, "largest accepted HTTP produce body"),
+    _p("api.v3.produce.batch.maximum.entries", int, 10, "most entries of one v3 POST .../records:batch (1 to 50); Confluent's"),
     _p("request.body.max.bytes", int, 1048576, "largest accepted HTTP body on every route but produce"),
     _p("consumer.request.timeout.max.ms", int, 300000, "ceiling on any wait a request or a consumer instance asks for"),
     _p("connections.max.idle.ms", int, 600000, "an HTTP connection waiting this long on its client (no request, or a request that stopped arriving) is closed; a request being answered, such as a long-poll, is not idle"),
@@ -108,6 +109,13 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("allow.everyone.if.no.acl.found", bool, False, "allow an operation on a resource no ACL names"),
     _p("inter.broker.basic.auth.user.info", str, "", "USER:PASSWORD this broker sends to other brokers when authentication.method=BASIC", sensitive=True),
     _p("listeners.unauthenticated.allow", bool, False, "allow a listener on a non-loopback address without authentication"),
+    # --- HTTP front door (docs/http.md) ---
+    _p("access.control.allow.origin", str, "", "CORS: comma-separated origins allowed to call the API from a browser (* any; a * inside an origin matches any text there); empty: CORS off; Confluent's"),
+    _p("access.control.allow.methods", str, "", "CORS: comma-separated methods allowed to cross-origin callers; empty: GET,POST,HEAD; Confluent's"),
+    _p("access.control.allow.headers", str, "", "CORS: comma-separated request headers allowed to cross-origin callers; empty: X-Requested-With,Content-Type,Accept,Origin; Confluent's"),
+    _p("http.gzip.min.bytes", int, 0, "gzip an answer of at least this many bytes when the client sends Accept-Encoding: gzip; 0: never (off)"),
+    _p("http.access.log", bool, False, "log one line per HTTP request (method, path, status, bytes, duration, principal) at INFO on the logger api.access_log"),
+    _p("log.format", str, "text", "text: one line per log record; json: one JSON object per log record"),
 )
 
 _BY_NAME = {p.name: p for p in BROKER_PROPERTIES}
