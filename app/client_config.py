@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app import properties
+
 ENV_PREFIX = "FRANZ_CLIENT_"
 USER_INFO = "basic.auth.user.info"
 JAAS = "sasl.jaas.config"
@@ -141,63 +143,13 @@ def _load_keystore(ctx: ssl.SSLContext, path: str, password: str) -> None:
 # --- reading ---------------------------------------------------------------------------------
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties``: ``key=value``, ``key: value`` or ``key value`` lines, ``#``
-    and ``!`` comments, ``\\`` at a line's end continues it, ``\\`` escapes (``\\t``,
-    ``\\n``, ``\\uXXXX``, any other character as itself)."""
-    props: dict[str, str] = {}
-    logical = ""
-    for raw in text.splitlines():
-        line = raw.lstrip()  # also the leading blanks of a continuation line
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2:  # an odd number of backslashes: the line goes on
-            logical += line[:-1]
-            continue
-        logical += line
-        key, value = _split_property(logical)
-        props[key] = value
-        logical = ""
-    if logical:
-        key, value = _split_property(logical)
-        props[key] = value
-    return props
-
-
-def _split_property(line: str) -> tuple[str, str]:
-    i, n = 0, len(line)
-    while i < n and line[i] not in "=: \t\f":
-        i += 2 if line[i] == "\\" else 1
-    key = line[:i]
-    rest = line[i:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return _unescape(key), _unescape(rest)
-
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c != "\\" or i + 1 == len(text):
-            out.append(c)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2:i + 6]):
-            out.append(chr(int(text[i + 2:i + 6], 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
+def parse_properties(text: str, source: str = "--command-config") -> dict[str, str]:
+    """Java ``.properties`` (``app.properties``), the last of a repeated key winning;
+    ClientConfigError for what Java's ``Properties.load`` refuses."""
+    try:
+        return {p.key: p.value for p in properties.parse_properties(text, source=source)}
+    except properties.PropertiesSyntaxError as exc:
+        raise ClientConfigError(str(exc)) from None
 
 
 def parse_jaas(text: str, where: str) -> tuple[str, str]:
@@ -237,7 +189,7 @@ def read_command_config(path: str | os.PathLike[str]) -> dict[str, str]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise ClientConfigError(f"--command-config {str(path)!r} cannot be read: "
                                 f"{reason}") from None
-    return parse_properties(text)
+    return parse_properties(text, f"--command-config {str(path)!r}")
 
 
 def load_client_security(command_config: str | os.PathLike[str] | None = None,

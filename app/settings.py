@@ -31,13 +31,13 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from app import properties
 from app.listeners import Listener, parse_listeners
+from app.properties import Property
 from core.broker.admin.broker_config import BROKER_PROPERTIES, BrokerConfig
 from core.storage.config import TOPIC_CONFIG_DEFS, LogConfig, server_synonyms
 from core.storage.errors import InvalidConfigError
@@ -73,9 +73,6 @@ TOPIC_ONLY: Mapping[str, str] = {
 }
 
 _TABLE = {p.name for p in BROKER_PROPERTIES}
-_WHITESPACE = " \t\f"
-_NATURAL_LINES = re.compile(r"\r\n|\r|\n")
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
 class ConfigError(Exception):
@@ -83,84 +80,17 @@ class ConfigError(Exception):
     where it was set and what would be accepted."""
 
 
-@dataclass(frozen=True, slots=True)
-class Property:
-    key: str
-    value: str
-    line: int  # where its logical line starts, from 1
 
 
-# --- the .properties format ------------------------------------------------------------
+# --- the .properties format (app.properties) --------------------------------------
 
 
 def parse_properties(text: str, *, source: str = "<properties>") -> list[Property]:
-    """Every ``key=value`` of ``text`` in file order (a repeated key appears twice: the
-    last wins when they are merged); ConfigError naming ``source`` and the line for a
-    malformed ``\\uXXXX`` escape."""
-    lines = _NATURAL_LINES.split(text)
-    out: list[Property] = []
-    i = 0
-    while i < len(lines):
-        start = i
-        line = lines[i].lstrip(_WHITESPACE)
-        i += 1
-        if not line or line[0] in "#!":
-            continue  # a comment line is never continued
-        while _continues(line):
-            line = line[:-1]
-            if i < len(lines):
-                line += lines[i].lstrip(_WHITESPACE)
-                i += 1
-        out.append(_split(line, where=f"{source}:{start + 1}", line_no=start + 1))
-    return out
-
-
-def _continues(line: str) -> bool:
-    """Whether the line ends in an odd number of backslashes."""
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _split(text: str, *, where: str, line_no: int) -> Property:
-    """A logical line (leading whitespace gone) as key and value."""
-    end = 0
-    while end < len(text) and text[end] not in "=:" + _WHITESPACE:
-        end += 2 if text[end] == "\\" else 1
-    key, rest = text[:end], text[end:].lstrip(_WHITESPACE)
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(_WHITESPACE)
-    while rest and rest[-1] in _WHITESPACE and not _escaped(rest, len(rest) - 1):
-        rest = rest[:-1]
-    return Property(_unescape(key, where), _unescape(rest, where), line_no)
-
-
-def _escaped(text: str, index: int) -> bool:
-    """Whether ``text[index]`` follows an odd number of backslashes."""
-    run = len(text[:index]) - len(text[:index].rstrip("\\"))
-    return run % 2 == 1
-
-
-def _unescape(text: str, where: str) -> str:
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c != "\\" or i + 1 == len(text):
-            out.append("" if c == "\\" else c)  # a lone trailing backslash is dropped
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u":
-            digits = text[i + 2 : i + 6]
-            if not re.fullmatch(r"[0-9A-Fa-f]{4}", digits):
-                raise ConfigError(f"{where}: malformed \\uXXXX escape \\u{digits}")
-            out.append(chr(int(digits, 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
+    """``app.properties.parse_properties``; ConfigError for what it refuses."""
+    try:
+        return properties.parse_properties(text, source=source)
+    except properties.PropertiesSyntaxError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def read_properties(path: Path) -> dict[str, str]:
