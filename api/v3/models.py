@@ -492,13 +492,10 @@ BatchEntryId = Annotated[str, Field(pattern=BATCH_ID_PATTERN, min_length=1, max_
 
 
 @with_config(_FORBID)
-class ProduceBatchRequestEntry(TypedDict, total=False):
+class ProduceBatchRequestEntry(ProduceRecordRequest, total=False):
+    """A record of ``records:batch``: a ``ProduceRecordRequest`` with its entry id."""
+
     id: Required[BatchEntryId]
-    partition_id: int | None
-    headers: list[ProduceRecordHeader]
-    key: ProduceRecordData | None
-    value: ProduceRecordData | None
-    timestamp: str | None  # ISO-8601; naive means UTC; default now
 
 
 @with_config(_FORBID)
