@@ -50,7 +50,8 @@ def _parse_int(text: str, bounds: tuple[int, int], what: str) -> int:
     return int(text)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory so renames and new files in it survive a crash."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -90,7 +91,7 @@ class CheckpointFile(ABC, Generic[E]):
                     f.flush()
                     os.fsync(f.fileno())
                 os.replace(self.tmp_path, self.path)
-                _fsync_dir(self.path.parent)
+                fsync_dir(self.path.parent)
             except OSError as exc:
                 with contextlib.suppress(OSError):
                     self.tmp_path.unlink(missing_ok=True)

@@ -58,6 +58,7 @@ from core.clock import Clock
 from core.errors import FranzError
 from core.storage import log_loader
 from core.storage.batch import BatchHeader, parse_header
+from core.storage.checkpoint import fsync_dir
 from core.storage.errors import (
     InvalidProducerEpochError,
     KafkaStorageError,
@@ -66,7 +67,6 @@ from core.storage.errors import (
     StorageError,
 )
 from core.storage.leader_epoch import LeaderEpochCache
-from core.storage.log_loader import fsync_dir
 from core.storage.log_validator import (
     LOG_APPEND_TIME_NAME,
     ValidatedAppend,

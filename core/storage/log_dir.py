@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from core.storage.checkpoint import OffsetCheckpointFile
+from core.storage.checkpoint import OffsetCheckpointFile, fsync_dir
 from core.storage.config import is_valid_topic_name
 from core.storage.errors import CorruptCheckpointError, KafkaStorageError
 
@@ -156,7 +156,7 @@ class LogDir:
     def remove_clean_shutdown_marker(self) -> None:
         try:
             (self.path / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
         except OSError as exc:
             raise KafkaStorageError(f"cannot remove clean-shutdown marker in {self.path}") from exc
 
@@ -194,7 +194,7 @@ class LogDir:
         doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         try:
             os.rename(directory, doomed)
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
         except OSError as exc:
             raise KafkaStorageError(f"cannot rename {directory} for deletion: {exc}") from exc
         shutil.rmtree(doomed, ignore_errors=True)
@@ -210,14 +210,7 @@ class LogDir:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, target)
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
         except OSError as exc:
             raise KafkaStorageError(f"cannot write {target}: {exc}") from exc
 
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -161,14 +161,6 @@ def release_segments(segments: list[LogSegment]) -> None:
                         seg.dir.name, seg.base_offset, exc_info=True)
 
 
-def fsync_dir(directory: Path) -> None:
-    """fsync a directory so renames and new files in it survive a crash."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 def _base_offset(name: str) -> int | None:
     digits = name.split(".", 1)[0]

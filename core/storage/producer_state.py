@@ -67,6 +67,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from core.storage.batch import CONTROL_BIT, BatchHeader
+from core.storage.checkpoint import fsync_dir
 from core.storage.codec import crc32c
 from core.storage.errors import (
     CorruptSnapshotError,
@@ -287,13 +288,6 @@ def decode_snapshot(data: bytes | bytearray | memoryview) -> list[ProducerStateE
     return entries
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 def write_snapshot(
     path: Path, entries: Iterable[ProducerStateEntry], *, sync: bool = True
@@ -312,7 +306,7 @@ def write_snapshot(
                 os.fsync(f.fileno())
         os.replace(tmp, path)
         if sync:
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
