@@ -23,6 +23,7 @@ from core.storage.batch import (
 from core.storage.errors import CorruptRecordError
 
 Headers = list[tuple[str, "bytes | None"]]
+NO_PRODUCER = (-1, -1, -1)  # producer id, epoch, base sequence of a batch without one
 
 try:
     from core.storage import _native
@@ -35,11 +36,13 @@ AVAILABLE = _native is not None
 def encode_batch(values: list[bytes | None], keys: list[bytes | None] | None, timestamp: int,
                  compression: int, *, headers: list[Headers] | None = None,
                  timestamps: list[int | None] | None = None,
-                 idxs: list[int] | None = None) -> bytearray | None:
-    """A v2 batch (base offset 0, no producer, CRC set) of the records ``idxs`` of the
+                 idxs: list[int] | None = None,
+                 producer: tuple[int, int, int] = NO_PRODUCER) -> bytearray | None:
+    """A v2 batch (base offset 0, CRC set) of the records ``idxs`` of the
     columns (every record when None), in one pass: the bytes the codec's builder
     writes. ``keys``, ``headers``, ``timestamps``: columns as long as ``values`` or None;
-    a record's timestamp is its own, else ``timestamp``. None when the extension is not
+    a record's timestamp is its own, else ``timestamp``; ``producer``: its (id, epoch,
+    base sequence), none by default. None when the extension is not
     built; TypeError when a column holds what the builder would have to judge."""
     if _native is None:
         return None
@@ -49,7 +52,7 @@ def encode_batch(values: list[bytes | None], keys: list[bytes | None] | None, ti
         body = codec.compress(compression, body)
     n = len(values) if idxs is None else len(idxs)
     return assemble_batch(BatchHeader(0, 0, -1, 2, 0, compression, n - 1, first, max_ts,
-                                      -1, -1, -1, n), body)
+                                      *producer, n), body)
 
 
 def key_partitions(keys: list[bytes | None], num_partitions: int) -> dict[int, list[int]] | None:

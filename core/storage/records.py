@@ -144,10 +144,12 @@ def build_batch_at(
     idxs: Sequence[int],
     *,
     max_bytes: int,
+    producer: tuple[int, int, int] = native.NO_PRODUCER,
 ) -> bytearray | None:
     """One uncompressed batch of the records ``idxs`` of the columns (a ``range`` or a
     list of indexes), written in one pass by the C extension: keys, headers and per-record
-    timestamps (None = ``now_ms``) included. None when that cannot be done here: the
+    timestamps (None = ``now_ms``) included, stamped with ``producer`` (id, epoch, base
+    sequence; none by default). None when that cannot be done here: the
     extension is not built, a column is not a list or holds what the general builder
     must judge, or the batch would be larger than ``max_bytes`` before compression
     (the caller then splits the records)."""
@@ -165,7 +167,7 @@ def build_batch_at(
             codec.NONE, headers=headers if headers is None or type(headers) is list
             else list(headers),
             timestamps=timestamps if timestamps is None or type(timestamps) is list
-            else list(timestamps), idxs=at)
+            else list(timestamps), idxs=at, producer=producer)
     except (TypeError, OverflowError):
         return None
     if built is None or len(built) > max_bytes:

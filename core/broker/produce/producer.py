@@ -34,6 +34,7 @@ from core.storage import native
 from core.storage.batch import HEADER_SIZE, set_producer
 from core.storage.errors import MessageTooLargeError
 from core.storage.log import AppendInfo
+from core.storage.native import NO_PRODUCER
 from core.storage.records import (
     build_batch_at,
     build_batch_from_columns,
@@ -167,25 +168,26 @@ async def produce_to_topic(
     limit = meta.log_config.max_message_bytes
     parts: list[_PartitionResult] = []
     items: list[tuple[TopicPartition, bytearray]] = []
-    for p, idxs in by_partition.items():  # every batch built before anything is appended
-        part, data = _prepare_partition(p, idxs, cols, limit=limit, now_ms=now_ms)
-        parts.append(part)
-        if data is not None:
-            items.append((TopicPartition(topic, p), data))
-    appending = [part for part in parts if part.order]
-    leases: list[Lease] = []
+    leases: list[Lease] = []  # idempotent: a retried append is never written twice
     try:
-        if producers is not None:  # idempotent: a retried append is never written twice
-            for tp, data in items:
-                lease = await producers.lease(tp)
+        for p, idxs in by_partition.items():  # every batch built before anything is appended
+            tp = TopicPartition(topic, p)
+            lease = None if producers is None else await producers.lease(tp)
+            if lease is not None:
                 leases.append(lease)
-                set_producer(data, lease.producer_id, lease.producer_epoch,
-                             lease.base_sequence)
+            part, data = _prepare_partition(p, idxs, cols, limit=limit, now_ms=now_ms,
+                                            lease=lease)
+            parts.append(part)
+            if data is not None:
+                items.append((tp, data))
+            elif lease is not None:  # every record failed alone: no sequence taken
+                leases.pop().done(0)
         outcomes = await _append(target, items, acks=acks, timeout_ms=timeout_ms)
     except BaseException:
         for lease in leases:
             lease.failed()
         raise
+    appending = [part for part in parts if part.order]
     for i, (part, outcome) in enumerate(zip(appending, outcomes, strict=True)):
         part.finish(outcome, cols, now_ms)
         if leases:
@@ -321,13 +323,17 @@ def _split(idxs: Sequence[int], sizes: list[int], limit: int, result: _Partition
 
 
 def _prepare_partition(partition: int, idxs: Sequence[int], cols: ProduceColumns, *,
-                       limit: int, now_ms: int) -> tuple[_PartitionResult, bytearray | None]:
-    """The batches of one partition's records (None when every record failed alone)
-    and its result, ``order`` set to the records in the batches."""
+                       limit: int, now_ms: int, lease: Lease | None
+                       ) -> tuple[_PartitionResult, bytearray | None]:
+    """The batches of one partition's records (None when every record failed alone),
+    stamped with ``lease``'s producer id, epoch and sequences, and its result, ``order``
+    set to the records in the batches."""
     result = _PartitionResult(partition)
+    producer = NO_PRODUCER if lease is None else (
+        lease.producer_id, lease.producer_epoch, lease.base_sequence)
     # One pass in C over the columns (keys, headers, timestamps) when the batch fits.
     data = build_batch_at(cols.values, cols.keys, cols.headers, cols.timestamps, now_ms, idxs,
-                          max_bytes=limit)
+                          max_bytes=limit, producer=producer)
     batches: list[Sequence[int]]
     if data is not None:
         batches = [idxs]
@@ -335,6 +341,8 @@ def _prepare_partition(partition: int, idxs: Sequence[int], cols: ProduceColumns
         batches, data = _general_batches(cols, idxs, limit, now_ms, result)
         if not batches:
             return result, None
+        if lease is not None:
+            set_producer(data, *producer)
     result.order = batches[0] if len(batches) == 1 else [i for b in batches for i in b]
     return result, data
 
