@@ -5,16 +5,10 @@
  * encode_records(...) -> the records section of a produce batch: keys, headers and
  * per-record timestamps, all records or a chosen subset (one partition's) in one pass.
  * key_partitions(keys, n), murmur2(data): Kafka's default partitioner.
- * fdatasync_async(fd, notify_fd, id): a group commit's fdatasync without the GIL.
  *
  * Kafka format only: JSON rendering lives in api._render.
  */
 #include "_kafka_records.h"
-
-#include <errno.h>
-#include <pthread.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 /* record_sizes(records, count) -> list[int]: s[i] = key + value bytes of the first i
  * records (count + 1 items; a null counts 0). Headers are skipped, not parsed. */
@@ -456,66 +450,7 @@ fail:
     return NULL;
 }
 
-/* fdatasync_async(fd, notify_fd, job_id): fdatasync(fd) on a new detached thread that
- * never takes the GIL, then write the 8 bytes (uint32 job_id, uint32 errno or 0) to
- * notify_fd (a pipe the event loop reads: writes of 8 bytes are atomic). The caller keeps
- * fd open until that message arrives and bounds the jobs in flight. */
-typedef struct {
-    int fd;
-    int notify;
-    uint32_t id;
-} SyncJob;
-
-static void *sync_job(void *arg) {
-    SyncJob *job = (SyncJob *)arg;
-    uint32_t msg[2] = {job->id, 0};
-    if (fdatasync(job->fd) != 0) msg[1] = (uint32_t)errno;
-    const char *p = (const char *)msg;
-    size_t left = sizeof msg;
-    while (left > 0) {
-        ssize_t w = write(job->notify, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            break; /* the reader is gone: nothing left to tell */
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    free(job);
-    return NULL;
-}
-
-static PyObject *fdatasync_async(PyObject *self, PyObject *args) {
-    (void)self;
-    int fd, notify;
-    unsigned int id;
-    if (!PyArg_ParseTuple(args, "iiI", &fd, &notify, &id)) return NULL;
-    SyncJob *job = (SyncJob *)malloc(sizeof *job);
-    if (job == NULL) return PyErr_NoMemory();
-    job->fd = fd;
-    job->notify = notify;
-    job->id = (uint32_t)id;
-    pthread_attr_t attr;
-    pthread_t thread;
-    int rc = pthread_attr_init(&attr);
-    if (rc == 0) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, 64 * 1024);
-        rc = pthread_create(&thread, &attr, sync_job, job);
-        pthread_attr_destroy(&attr);
-    }
-    if (rc != 0) {
-        free(job);
-        errno = rc;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
-    {"fdatasync_async", fdatasync_async, METH_VARARGS,
-     "fdatasync_async(fd, notify_fd, job_id): fdatasync on a thread without the GIL; "
-     "(job_id, errno) as two native uint32 written to notify_fd when done."},
     {"scatter_offsets", scatter_offsets, METH_VARARGS,
      "scatter_offsets(total, runs) -> (partitions, offsets): per-record partitions and "
      "offsets in input order from (partition, first_offset, order) runs."},

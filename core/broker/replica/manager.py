@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -42,7 +43,6 @@ from core.clock import Clock
 from core.errors import FranzError
 from core.storage.blocking import run_blocking
 from core.storage.config import LogConfig
-from core.storage.data_sync import DataSyncer
 from core.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from core.storage.log import AppendInfo, FetchData
 from core.storage.log_manager import LogManager
@@ -107,7 +107,6 @@ class ReplicaManager:
         self._shrink_task: asyncio.Task[None] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
         self._flushing: dict[TopicPartition, asyncio.Future[None]] = {}  # group commit
-        self._syncer = DataSyncer()
         # ISR changes written by this broker as leader (Kafka's IsrShrinksPerSec /
         # IsrExpandsPerSec; api.metrics exports them as counters).
         self.isr_shrinks = 0
@@ -128,7 +127,6 @@ class ReplicaManager:
                 await task
         if self.fetchers is not None:
             await self.fetchers.stop()
-        self._syncer.close()
 
     async def _shrink_loop(self) -> None:
         lag_ms = self.settings.lag_time_max_ms
@@ -315,7 +313,7 @@ class ReplicaManager:
         """Group commit for ``flush.messages``: make the log durable through ``offset``.
         A sync covers every append made before it started, so appends that arrive while
         one runs wait for it and then share the next one. The sync is an fdatasync of the
-        ``.log`` data alone (``DataSyncer``: on a native thread, no GIL), or a full flush
+        ``.log`` data alone (off the loop), or a full flush
         (off the loop) when a new segment's directory entry must be made durable too;
         the indexes and the recovery point follow with the periodic flush."""
         log = p.log
@@ -343,11 +341,14 @@ class ReplicaManager:
             with contextlib.ExitStack() as pins:
                 fds = [pins.enter_context(seg.pin_file()) for seg in segments]
                 for fd in fds:
-                    await self._syncer.fdatasync(fd)
+                    await self._fdatasync(fd)
         except OSError as exc:
             raise KafkaStorageError(
                 f"cannot sync {p.tp[0]}-{p.tp[1]} to disk: {exc.strerror or exc}") from exc
         log.mark_synced(target)
+
+    async def _fdatasync(self, fd: int) -> None:
+        await run_blocking(os.fdatasync, fd)
 
     async def await_high_watermark(self, p: Partition, target: int, timeout_ms: int) -> None:
         """Until ``p``'s HW reaches ``target``, woken by HW moves; RequestTimedOutError after

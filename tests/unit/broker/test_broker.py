@@ -211,7 +211,7 @@ async def test_flush_messages_1_fsyncs_before_the_answer_and_groups_fsyncs(broke
     rm = broker.replica_manager
     log = rm.partitions[TopicPartition("durable", 0)].log  # type: ignore[union-attr]
     syncs = 0
-    real_sync = rm._syncer.fdatasync
+    real_sync = rm._fdatasync
 
     async def counting_sync(fd: int) -> None:
         nonlocal syncs
@@ -219,7 +219,7 @@ async def test_flush_messages_1_fsyncs_before_the_answer_and_groups_fsyncs(broke
         await asyncio.sleep(0.005)  # a slow disk: appends pile up while one sync runs
         await real_sync(fd)
 
-    rm._syncer.fdatasync = counting_sync  # type: ignore[method-assign]
+    rm._fdatasync = counting_sync  # type: ignore[method-assign]
 
     async def produce_one(i: int) -> None:
         (res,) = await broker.produce("durable", [ProduceRecord(f"r{i}".encode())])
