@@ -48,6 +48,7 @@ class ErrorCode(IntEnum):
     METHOD_NOT_ALLOWED = 405
     NOT_ACCEPTABLE = 406
     PAYLOAD_TOO_LARGE = 413
+    CONFLICT = 409  # an Idempotency-Key request in progress
     UNSUPPORTED_MEDIA_TYPE = 415
     UNPROCESSABLE_ENTITY = 422
     INTERNAL_SERVER_ERROR = 500
@@ -143,6 +144,13 @@ ERROR_TABLE: dict[type[FranzError], ErrorSpec] = {
     be.InvalidConsumerConfigError: ErrorSpec(
         422, ErrorCode.INVALID_CONSUMER_CONFIG, "Invalid consumer configuration."
     ),
+    # Idempotency-Key (api.idempotency)
+    be.IdempotencyKeyInUseError: ErrorSpec(
+        409, ErrorCode.CONFLICT, "A request with this Idempotency-Key is in progress."),
+    be.IdempotencyKeyReusedError: ErrorSpec(
+        422, ErrorCode.UNPROCESSABLE_ENTITY, "Idempotency-Key reused for another request."),
+    be.IdempotencyOutcomeUnknownError: ErrorSpec(
+        422, ErrorCode.UNPROCESSABLE_ENTITY, "Outcome of the Idempotency-Key unknown."),
     # security
     be.AuthorizationError: ErrorSpec(403, ErrorCode.KAFKA_AUTHORIZATION, "Authorization failed."),
     be.SecurityDisabledError: ErrorSpec(

@@ -128,6 +128,21 @@ async def group_call(request: Request, op: str) -> Response:
     return Response(body, media_type=OCTET)
 
 
+@router.post("/idempotency/{op}")
+@requires(Need(Operation.CLUSTER_ACTION, ResourceType.CLUSTER))
+async def idempotency_call(request: Request, op: str) -> Response:
+    """An Idempotency-Key call for a key coordinated here (served here, never forwarded
+    again; ``core.broker.idempotency.router``)."""
+    broker = broker_of(request)
+    try:
+        body = await broker.serve_idempotency_call(op, await request.body())
+    except InvalidRequestError as exc:  # a malformed call: nothing ran
+        return _error(exc, status=400)
+    except FranzError as exc:
+        return _error(exc)
+    return Response(body, media_type="application/json")
+
+
 @router.post("/controlled_shutdown")
 @requires(Need(Operation.CLUSTER_ACTION, ResourceType.CLUSTER))
 async def controlled_shutdown(request: Request, broker_id: int) -> Response:

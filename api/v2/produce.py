@@ -43,6 +43,7 @@ from api.content_types import (
 from api.deps import broker_of
 from api.errors import V2_MEDIA, ApiError, ErrorCode, message_for, spec_for
 from api.hot_routes import HotQuery, hot_route
+from api.idempotency import idempotent_request
 from api.input_limits import (
     MAX_RECORDS_PER_REQUEST,
     may_exceed_record_limit,
@@ -302,10 +303,13 @@ async def produce(request: Request, topic: str, partition: int | None) -> Respon
     # take is refused here, before anything is written (Confluent: 406, nothing written)
     media = _answer_media(request.headers.get("accept"))
     require_supported(fmt)
-    records = parse_produce(fmt, await _read_body(request))
+    body = await _read_body(request)
+    records = parse_produce(fmt, body)
+    acks_value = parse_acks(acks)
     results = await broker_of(request).produce(
-        topic, records, partition=partition, acks=parse_acks(acks),
+        topic, records, partition=partition, acks=acks_value,
         may_create=may_create_topic(request),
+        idempotency=idempotent_request(request, body, acks=acks_value),
     )
     status, body = produce_answer(results, strict=strict)
     return Response(body, status_code=status, media_type=media)

@@ -28,7 +28,7 @@ from functools import partial
 from typing import Protocol
 
 from core.broker.admin.broker_config import BrokerConfig
-from core.broker.admin.topic_admin import OffsetsTopicSettings, TopicAdmin
+from core.broker.admin.topic_admin import IdempotencyTopicSettings, OffsetsTopicSettings, TopicAdmin
 from core.broker.broker import Broker, BrokerParts
 from core.broker.cluster.router import ForwardingClient, Router
 from core.broker.cluster.topic_stats import BrokerTopicStats
@@ -38,17 +38,22 @@ from core.broker.controller.controlled_shutdown import ControlledShutdown, Shutd
 from core.broker.controller.controller import Controller
 from core.broker.controller.partition_limits import PartitionLimits
 from core.broker.group.backend import ReplicaGroupBackend
+from core.broker.idempotency.coordinator import IdempotencyCoordinator
+from core.broker.idempotency.producer import IdempotentProducer
+from core.broker.idempotency.router import IdempotencyCallClient, IdempotencyRouter
 from core.broker.metadata.cache import MetadataCache
 from core.broker.metadata.store import MetadataStore
 from core.broker.produce.idempotence import GatewayProducers, ProducerIdSource
 from core.broker.produce.producer import Producer
 from core.broker.replica.batch_cache import BatchCache
 from core.broker.replica.fetcher import ReplicaFetchClient
+from core.broker.replica.internal_log import InternalTopicLog
 from core.broker.replica.manager import ReplicaManager, ReplicationSettings
 from core.broker.replica.metadata_sync import MetadataSync
 from core.broker.security.memory_store import MemorySecurityStore
 from core.broker.security.service import Security, SecuritySettings
 from core.broker.security.store import SecurityStore
+from core.broker.types import IDEMPOTENCY_TOPIC
 from core.clock import SYSTEM_CLOCK, Clock
 from core.storage.blocking import run_blocking
 from core.storage.config import LogConfig
@@ -56,7 +61,7 @@ from core.storage.log_manager import LogManager
 
 
 class ClusterClient(ForwardingClient, ReplicaFetchClient, ShutdownClient, GroupCallClient,
-                    Protocol):
+                    IdempotencyCallClient, Protocol):
     """Every call a broker makes to the others (``core.broker.cluster.client``)."""
 
     async def close(self) -> None: ...
@@ -131,6 +136,13 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
     consumers = ConsumerManager(backend, config=config, clock=clock,
                                 authorize=security.authorize)
     groups = GroupRouter(broker_id, consumers, cache, batches, cluster_client)
+    keys = IdempotencyCoordinator(
+        InternalTopicLog(replicas, batches, IDEMPOTENCY_TOPIC), clock,
+        num_partitions=int(config["idempotency.topic.num.partitions"]),
+        retention_ms=int(config["idempotency.key.retention.ms"]),
+        claim_timeout_ms=int(config["idempotency.key.claim.timeout.ms"]),
+        producer_expiration_ms=int(config["producer.id.expiration.ms"]),
+        append_timeout_ms=int(config["request.timeout.ms"]))
     admin = TopicAdmin(
         controller, cache, sync, log_defaults=config.log_defaults,
         default_partitions=config["num.partitions"],
@@ -140,12 +152,18 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
             replication_factor=config["offsets.topic.replication.factor"],
             segment_bytes=config["offsets.topic.segment.bytes"],
             wait_for_brokers=bool(config["zookeeper.connect"])),
+        idempotency_topic=IdempotencyTopicSettings(
+            num_partitions=config["idempotency.topic.num.partitions"],
+            replication_factor=config["idempotency.topic.replication.factor"],
+            retention_ms=config["idempotency.key.retention.ms"]),
         on_topics_changed=consumers.on_topics_changed)
     return Broker(BrokerParts(
         config=config, clock=clock, store=store, cache=cache, log_manager=log_manager,
         replicas=replicas, sync=sync, controller=controller, shutdown=shutdown, router=router,
         producer=Producer(router, producers=GatewayProducers(ProducerIdSource(
             partial(store.allocate_producer_ids, broker_id)))),
+        idempotent=IdempotentProducer(router, IdempotencyRouter(broker_id, keys, cache,
+                                                                cluster_client)),
         admin=admin, consumers=consumers, groups=groups,
         batches=batches,
         topic_stats=stats, security=security, cluster_client=cluster_client))

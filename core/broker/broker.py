@@ -38,6 +38,8 @@ from core.broker.consumer.wire import serve_call
 from core.broker.controller.controlled_shutdown import ControlledShutdown
 from core.broker.controller.controller import Controller
 from core.broker.errors import NotControllerError, TopicAlreadyExistsError, UnknownTopicError
+from core.broker.idempotency.producer import IdempotentProducer, IdempotentRequest
+from core.broker.idempotency.router import serve as serve_idempotency
 from core.broker.metadata.cache import MetadataCache, TopicMetadata
 from core.broker.metadata.store import (
     BrokerIdInUseError,
@@ -95,6 +97,7 @@ class BrokerParts:
     shutdown: ControlledShutdown
     router: Router
     producer: Producer
+    idempotent: IdempotentProducer  # produces carrying an Idempotency-Key
     admin: TopicAdmin
     consumers: ConsumerManager
     groups: GroupRouter
@@ -125,6 +128,7 @@ class Broker:
         self._shutdown = parts.shutdown
         self._router = parts.router
         self._producer = parts.producer
+        self._idempotent = parts.idempotent
         self._admin = parts.admin
         self._cluster_client = parts.cluster_client
         self.cluster_id = ""
@@ -161,7 +165,7 @@ class Broker:
         # one-broker cluster, or brokers gone meanwhile)
         if self.controller.is_active and await self.controller.reconcile():
             await self._sync.sync_cached()
-        await self._admin.ensure_offsets_topic()
+        await self._admin.ensure_internal_topics()
         await self.consumers.start()
         self._start_maintenance()
         self._started = True
@@ -220,7 +224,7 @@ class Broker:
     def _on_metadata_event(self, event: MetadataEvent) -> None:
         self.controller.on_event(event)
         if event.kind is EventKind.BROKERS_CHANGED:
-            asyncio.ensure_future(self._refresh_brokers_and_offsets_topic())
+            asyncio.ensure_future(self._refresh_brokers_and_internal_topics())
         elif event.kind is EventKind.SESSION_EXPIRED:
             self.replica_manager.fence_leaders()  # no split brain until re-synced
         elif event.kind is EventKind.SESSION_RESTORED:
@@ -228,9 +232,9 @@ class Broker:
         elif event.topic is not None:
             asyncio.ensure_future(self._sync.sync_topic(event.topic))
 
-    async def _refresh_brokers_and_offsets_topic(self) -> None:
+    async def _refresh_brokers_and_internal_topics(self) -> None:
         await self._sync.refresh_brokers()
-        await self._admin.ensure_offsets_topic()
+        await self._admin.ensure_internal_topics()
 
     # --- topics and configs -------------------------------------------------------------
 
@@ -288,11 +292,17 @@ class Broker:
         self, topic: str, records: Sequence[ProduceRecord], *, partition: int | None = None,
         acks: int = 1, timeout_ms: int | None = None,
         may_create: Callable[[str], bool] | None = None,
+        idempotency: IdempotentRequest | None = None,
     ) -> Sequence[RecordResult]:
         """``may_create``: whether the producer may have an unknown topic auto-created
-        (None: yes; Kafka asks for CREATE on the cluster or the topic)."""
+        (None: yes; Kafka asks for CREATE on the cluster or the topic). ``idempotency``:
+        the request's Idempotency-Key (``core.broker.idempotency``)."""
         meta = await self._topic_for_produce(topic, may_create)
         timeout = self.config["request.timeout.ms"] if timeout_ms is None else timeout_ms
+        if idempotency is not None:
+            return await self._idempotent.produce(
+                topic, meta, records, default_partition=partition, acks=acks,
+                timeout_ms=timeout, request=idempotency)
         return await self._producer.produce(
             topic, meta, records, default_partition=partition, acks=acks, timeout_ms=timeout,
             now_ms=self.clock.now_ms())
@@ -363,6 +373,11 @@ class Broker:
         here: run on this broker's ConsumerManager (``core.broker.consumer.wire``)."""
         return await serve_call(self.consumers, op, body)
 
+    async def serve_idempotency_call(self, op: str, body: bytes) -> bytes:
+        """An Idempotency-Key call forwarded by another broker, for a key coordinated
+        here (``core.broker.idempotency.router``)."""
+        return await serve_idempotency(self._idempotent.coordinator, op, body)
+
     async def controlled_shutdown_of(self, broker_id: int) -> int:
         """As the active controller: move leadership away from ``broker_id``; how many
         partitions it still leads. NotControllerError on any other broker."""
@@ -389,7 +404,9 @@ class Broker:
              lambda: run_blocking(lm.checkpoint_log_start_offsets)),
         ]
         if c["zookeeper.connect"]:  # a new controller, or brokers that came while it waited
-            jobs.append((1000, self._admin.ensure_offsets_topic))
+            jobs.append((1000, self._admin.ensure_internal_topics))
+        jobs.append((c["log.retention.check.interval.ms"],
+                     lambda: _inline(self._idempotent.coordinator.expire_all)))
         if c["log.cleaner.enable"]:
             jobs.append((c["log.cleaner.backoff.ms"],
                          lambda: _inline(lm.run_cleaner, now(), rm.high_watermarks())))

@@ -244,3 +244,26 @@ class UnknownUserError(FranzError):
     """No such user (Kafka's RESOURCE_NOT_FOUND for a SCRAM credential)."""
 
     error_code = 91
+
+
+class IdempotencyKeyInUseError(FranzError):
+    """A produce with this Idempotency-Key is still in progress (another request holds
+    it): answer the client 409 and let it retry later."""
+
+    error_code = -1
+    retriable = True
+
+
+class IdempotencyKeyReusedError(FranzError):
+    """The Idempotency-Key was first used for a different request (another body, topic,
+    partition or content type): 422, nothing written."""
+
+    error_code = -1
+
+
+class IdempotencyOutcomeUnknownError(FranzError):
+    """The first request with this Idempotency-Key never finished (its broker stopped
+    mid-way) and its producer state has expired since: whether its records were written
+    can no longer be told, so nothing is written again."""
+
+    error_code = -1

@@ -10,8 +10,10 @@ from core.errors import FranzError
 
 #: The internal topic of consumer-group offsets and membership (Kafka's name).
 OFFSETS_TOPIC = "__consumer_offsets"
-#: Kafka's internal topics: never produced to by clients, never created by them.
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+#: franz's internal topic of produce Idempotency-Keys (``core.broker.idempotency``).
+IDEMPOTENCY_TOPIC = "__franz_idempotency"
+#: Internal topics: never produced to by clients, never created by them.
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", IDEMPOTENCY_TOPIC})
 
 
 def is_internal_topic(name: str) -> bool:

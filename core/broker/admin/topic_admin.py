@@ -23,6 +23,7 @@ from core.broker.errors import TopicAlreadyExistsError
 from core.broker.metadata.cache import MetadataCache, TopicMetadata
 from core.broker.replica.metadata_sync import MetadataSync
 from core.broker.types import (
+    IDEMPOTENCY_TOPIC,
     OFFSETS_TOPIC,
     PartitionInfo,
     TopicInfo,
@@ -58,6 +59,17 @@ class OffsetsTopicSettings:
     wait_for_brokers: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class IdempotencyTopicSettings:
+    """``idempotency.topic.*`` and ``idempotency.key.retention.ms`` as the creation of
+    ``__franz_idempotency`` uses them."""
+
+    num_partitions: int = 16
+    replication_factor: int = 3
+    retention_ms: int = 86_400_000
+    segment_bytes: int = 104_857_600
+
+
 class TopicAdmin:
     """``default_partitions`` / ``default_replication_factor``: num.partitions and
     default.replication.factor; ``log_defaults``: the broker's log properties."""
@@ -66,6 +78,7 @@ class TopicAdmin:
                  log_defaults: Mapping[str, str], default_partitions: int = 1,
                  default_replication_factor: int = 1,
                  offsets_topic: OffsetsTopicSettings = OffsetsTopicSettings(),
+                 idempotency_topic: IdempotencyTopicSettings = IdempotencyTopicSettings(),
                  on_topics_changed: Callable[[], None] = lambda: None) -> None:
         self._controller = controller
         self._cache = cache
@@ -74,9 +87,10 @@ class TopicAdmin:
         self._default_partitions = default_partitions
         self._default_rf = default_replication_factor
         self._offsets = offsets_topic
+        self._idempotency = idempotency_topic
         self._on_topics_changed = on_topics_changed
         self._create_lock = asyncio.Lock()
-        self._offsets_topic_lock = asyncio.Lock()
+        self._internal_topics_lock = asyncio.Lock()
 
     # --- reads --------------------------------------------------------------------------
 
@@ -178,26 +192,35 @@ class TopicAdmin:
             await self.set_topic_configs(name, overrides)
             return dict(self.topic_metadata(name).configs)
 
-    async def ensure_offsets_topic(self) -> None:
-        """The active controller creates ``__consumer_offsets``. In a cluster it waits until
-        ``offsets.topic.replication.factor`` brokers are alive (Kafka since 0.11: groups
-        answer COORDINATOR_NOT_AVAILABLE meanwhile), so the first broker to start does not
-        pin the topic to RF=1 on itself; a cluster of one (``franz serve``) caps RF at 1."""
-        if self._cache.topic(OFFSETS_TOPIC) is not None or not self._controller.is_active:
+    async def ensure_internal_topics(self) -> None:
+        """The active controller creates ``__consumer_offsets`` and
+        ``__franz_idempotency``. In a cluster it waits until their replication factor of
+        brokers is alive (Kafka since 0.11: groups answer COORDINATOR_NOT_AVAILABLE
+        meanwhile), so the first broker to start does not pin a topic to RF=1 on itself;
+        a cluster of one (``franz serve``) caps RF at 1."""
+        o, i = self._offsets, self._idempotency
+        await self._ensure_internal(
+            OFFSETS_TOPIC, o.num_partitions, o.replication_factor,
+            {"cleanup.policy": "compact", "compression.type": "producer",
+             "segment.bytes": str(o.segment_bytes)})
+        await self._ensure_internal(
+            IDEMPOTENCY_TOPIC, i.num_partitions, i.replication_factor,
+            {"cleanup.policy": "compact,delete", "retention.ms": str(i.retention_ms),
+             "compression.type": "producer", "segment.bytes": str(i.segment_bytes)})
+
+    async def _ensure_internal(self, name: str, partitions: int, replication_factor: int,
+                               configs: dict[str, str]) -> None:
+        if self._cache.topic(name) is not None or not self._controller.is_active:
             return
-        o = self._offsets
         live = max(1, len(self._cache.brokers))
-        if o.wait_for_brokers and live < o.replication_factor:
-            log.info("__consumer_offsets waits for %d live brokers (%d now)",
-                     o.replication_factor, live)
+        if self._offsets.wait_for_brokers and live < replication_factor:
+            log.info("%s waits for %d live brokers (%d now)", name, replication_factor, live)
             return
-        async with self._offsets_topic_lock:
-            if self._cache.topic(OFFSETS_TOPIC) is not None:
+        async with self._internal_topics_lock:
+            if self._cache.topic(name) is not None:
                 return
             with contextlib.suppress(TopicAlreadyExistsError):  # a race with another broker
                 await self.create_topic(
-                    OFFSETS_TOPIC, partitions=o.num_partitions,
-                    replication_factor=min(o.replication_factor, live),
-                    configs={"cleanup.policy": "compact", "compression.type": "producer",
-                             "segment.bytes": str(o.segment_bytes)},
+                    name, partitions=partitions,
+                    replication_factor=min(replication_factor, live), configs=configs,
                     internal=True)

@@ -14,6 +14,8 @@ Routes (``api/internal``, mounted under ``/internal/v1``, hidden from OpenAPI):
     GET  /offsets?topic=&partition=         JSON {log_start_offset, high_watermark, log_end_offset}
     POST /groups/{op}                       a consumer-group call for the coordinator
                                             (``core.broker.consumer.wire``)
+    POST /idempotency/{op}                  an Idempotency-Key call for its coordinator
+                                            (``core.broker.idempotency.router``)
     POST /controlled_shutdown?broker_id=    JSON {remaining}: asked of the controller
 
 A failed call answers a non-2xx status with ``{"kafka_error_code": N, "error_class":
@@ -122,6 +124,10 @@ class HttpClusterClient:
                          timeout_s: float) -> bytes:
         return await self._send(address, "POST", f"/groups/{op}", body=body,
                                 extra_timeout_s=max(0.0, timeout_s - self._timeout_s))
+
+    async def idempotency_call(self, address: Address, op: str, body: bytes) -> bytes:
+        return await self._send(address, "POST", f"/idempotency/{op}", body=body,
+                                content_type="application/json")
 
     async def controlled_shutdown(self, address: Address, broker_id: int) -> int:
         answer = await self._send(address, "POST", "/controlled_shutdown",

@@ -8,21 +8,17 @@ public methods; unit tests use a small fake over real partition logs.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Protocol
 
 from core.broker.cluster.router import Router
-from core.broker.errors import RequestTimedOutError
 from core.broker.metadata.cache import MetadataCache
 from core.broker.replica.batch_cache import BatchCache, FetchResult
 from core.broker.replica.delayed import DataWatch
+from core.broker.replica.internal_log import InternalTopicLog
 from core.broker.replica.manager import ReplicaManager
 from core.broker.types import OFFSETS_TOPIC, PartitionOffsets, TopicPartition
 from core.storage.records import Record
-
-LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size
-LOAD_HW_WAIT_MS = 10_000  # how long a load waits for the HW to reach the log end
 
 
 class GroupBackend(Protocol):
@@ -92,6 +88,7 @@ class ReplicaGroupBackend:
         self._batches = batches
         self.offsets_topic_partitions = offsets_topic_partitions
         self._commit_timeout_ms = commit_timeout_ms
+        self._offsets_log = InternalTopicLog(replicas, batches, OFFSETS_TOPIC)
 
     async def append_offsets(self, partition: int, batch: bytes) -> int:
         info = await self._replicas.append(
@@ -99,26 +96,8 @@ class ReplicaGroupBackend:
             timeout_ms=self._commit_timeout_ms)
         return int(info.first_offset)
 
-    async def read_offsets(self, partition: int) -> AsyncIterator[Record]:
-        rm = self._replicas
-        # A new leader's log may end above its high watermark with commits that were
-        # acknowledged by the old leader: wait (bounded) until the HW reaches the log end
-        # it has now, as followers fetch, so the last commits are loaded (Kafka loads up
-        # to the log end for the same reason).
-        p = rm.leader_partition(TopicPartition(OFFSETS_TOPIC, partition))
-        with contextlib.suppress(RequestTimedOutError):
-            await rm.await_high_watermark(p, p.log.log_end_offset, LOAD_HW_WAIT_MS)
-        offsets = await self.partition_offsets(OFFSETS_TOPIC, partition)
-        offset = offsets.log_start_offset
-        while offset < offsets.high_watermark:
-            res = await self.fetch(OFFSETS_TOPIC, partition, offset, max_bytes=LOAD_BUFFER_BYTES,
-                                   max_wait_ms=0)
-            for record in res.records:
-                yield record
-            if res.next_offset <= offset:
-                break
-            offset = res.next_offset
-            offsets = await self.partition_offsets(OFFSETS_TOPIC, partition)
+    def read_offsets(self, partition: int) -> AsyncIterator[Record]:
+        return self._offsets_log.read(partition)
 
     async def list_topics(self) -> list[str]:
         return sorted(self._cache.topics)

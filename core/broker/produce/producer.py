@@ -22,7 +22,7 @@ from typing import Protocol, TypeVar
 
 from core.broker.errors import UnknownPartitionError
 from core.broker.metadata.cache import TopicMetadata
-from core.broker.produce.idempotence import GatewayProducers, Lease
+from core.broker.produce.idempotence import GatewayProducers
 from core.broker.produce.partitioner import (
     UnkeyedPartitioner,
     key_partitions,
@@ -47,6 +47,32 @@ T = TypeVar("T")
 _RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5
 _HEADER_OVERHEAD = 10
 _consume: Callable[[object], object] = partial(deque, maxlen=0)  # drain an iterator, in C
+
+
+class ProducerLease(Protocol):
+    """One append's producer id, epoch and first sequence (``idempotence.Lease``)."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+    def done(self, records: int) -> None: ...
+
+    def failed(self) -> None: ...
+
+
+class LeaseSource(Protocol):
+    """Producer ids for appends: the broker's pool (``GatewayProducers``) or one
+    Idempotency-Key claim's (``core.broker.idempotency.producer``)."""
+
+    async def lease(self, tp: TopicPartition) -> ProducerLease: ...
+
+
+class PartitionRotation(Protocol):
+    """The partition of a request's records without key or partition
+    (``UnkeyedPartitioner``)."""
+
+    def next_partition(self, topic: str, num_partitions: int) -> int: ...
 
 
 class AppendTarget(Protocol):
@@ -85,12 +111,12 @@ class Producer:
 
 
 def choose_partitions(
-    unkeyed_partitioner: UnkeyedPartitioner, topic: str, meta: TopicMetadata,
+    unkeyed_partitioner: PartitionRotation, topic: str, num_partitions: int,
     records: Sequence[ProduceRecord], default_partition: int | None
 ) -> dict[int, list[int]]:
     """partition -> indexes of the records going there."""
     cols = ProduceColumns.of(records)
-    n = meta.num_partitions
+    n = num_partitions
     unkeyed: int | None = None
     hashed: dict[bytes, int] = {}
     out: dict[int, list[int]] = {}
@@ -121,12 +147,11 @@ def choose_partitions(
 
 
 def _choose_columns(
-    unkeyed: UnkeyedPartitioner, topic: str, meta: TopicMetadata, cols: ProduceColumns,
+    unkeyed: PartitionRotation, topic: str, n: int, cols: ProduceColumns,
     default_partition: int | None
 ) -> dict[int, Sequence[int]]:
-    """``choose_partitions`` over columns; no per-record work when no record names a
-    partition and either the request does or no record has a key."""
-    n = meta.num_partitions
+    """``choose_partitions`` over columns (``n`` partitions); no per-record work when no
+    record names a partition and either the request does or no record has a key."""
     keyed = cols.keys is not None and any(k is not None for k in cols.keys)
     if cols.partitions is None and (default_partition is not None or not keyed):
         if default_partition is None:
@@ -147,7 +172,7 @@ def _choose_columns(
             same = out.get(p)
             out[p] = nulls if same is None else sorted([*same, *nulls])
     else:
-        out = dict(choose_partitions(unkeyed, topic, meta, cols, default_partition))
+        out = dict(choose_partitions(unkeyed, topic, n, cols, default_partition))
     if len(out) == 1:
         (p,) = out
         out[p] = range(len(cols))
@@ -155,20 +180,22 @@ def _choose_columns(
 
 
 async def produce_to_topic(
-    target: AppendTarget, unkeyed: UnkeyedPartitioner, topic: str, meta: TopicMetadata,
+    target: AppendTarget, unkeyed: PartitionRotation, topic: str, meta: TopicMetadata,
     records: Sequence[ProduceRecord], *,
     default_partition: int | None, acks: int, timeout_ms: int, now_ms: int,
-    producers: GatewayProducers | None = None,
+    producers: LeaseSource | None = None, num_partitions: int | None = None,
 ) -> ProduceResults:
-    """``Producer.produce`` with its collaborators as arguments."""
+    """``Producer.produce`` with its collaborators as arguments. ``num_partitions``: the
+    partition count records are spread over (default: the topic's)."""
     cols = ProduceColumns.of(records)
     if not len(cols):
         return ProduceResults(None, [], None)
-    by_partition = _choose_columns(unkeyed, topic, meta, cols, default_partition)
+    n = meta.num_partitions if num_partitions is None else num_partitions
+    by_partition = _choose_columns(unkeyed, topic, n, cols, default_partition)
     limit = meta.log_config.max_message_bytes
     parts: list[_PartitionResult] = []
     items: list[tuple[TopicPartition, bytearray]] = []
-    leases: list[Lease] = []  # idempotent: a retried append is never written twice
+    leases: list[ProducerLease] = []  # idempotent: a retried append is never written twice
     try:
         for p, idxs in by_partition.items():  # every batch built before anything is appended
             tp = TopicPartition(topic, p)
@@ -323,7 +350,7 @@ def _split(idxs: Sequence[int], sizes: list[int], limit: int, result: _Partition
 
 
 def _prepare_partition(partition: int, idxs: Sequence[int], cols: ProduceColumns, *,
-                       limit: int, now_ms: int, lease: Lease | None
+                       limit: int, now_ms: int, lease: ProducerLease | None
                        ) -> tuple[_PartitionResult, bytearray | None]:
     """The batches of one partition's records (None when every record failed alone),
     stamped with ``lease``'s producer id, epoch and sequences, and its result, ``order``

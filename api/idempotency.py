@@ -1,0 +1,72 @@
+"""The ``Idempotency-Key`` request header of produce (IETF httpapi draft
+"The Idempotency-Key HTTP Header Field"; docs/delivery.md).
+
+A produce carrying it is run at most once per key: a later request with the same key
+(through any broker, after a failover or a restart, within
+``idempotency.key.retention.ms``) gets the first one's answer and writes nothing
+(``core.broker.idempotency``). The key is scoped to the authenticated principal, so two
+users never see each other's answers. What the request asks is fingerprinted (its path,
+so topic and partition, its Content-Type and its body, byte for byte): the same key with
+anything else is 422.
+
+The value is 1 to ``MAX_KEY_LENGTH`` printable ASCII characters, bare
+(``Idempotency-Key: 5c1f...``, as payment APIs take it) or as the draft's structured
+string (``Idempotency-Key: "5c1f..."``); anything else is 400 and nothing is written.
+A key needs acks=1 or all: with acks=0 the answer comes before the append, so there is
+no result to give a retry (400).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from starlette.requests import Request
+
+from api.errors import ApiError, ErrorCode
+from api.security.authentication import principal_name
+from core.broker.idempotency.producer import IdempotentRequest
+
+HEADER = "idempotency-key"
+MAX_KEY_LENGTH = 255
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError(400, ErrorCode.BAD_REQUEST, f"Invalid Idempotency-Key header: {message}")
+
+
+def idempotency_key(request: Request) -> str | None:
+    """The header's key, validated; None when the request has none."""
+    raw = request.headers.get(HEADER)
+    if raw is None:
+        return None
+    value = raw.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+        if "\\" in value or '"' in value:
+            raise _bad("escapes are not accepted in the quoted key")
+    if not value:
+        raise _bad("the key is empty")
+    if len(value) > MAX_KEY_LENGTH:
+        raise _bad(f"the key is {len(value)} characters long, at most {MAX_KEY_LENGTH}")
+    if not value.isascii() or not value.isprintable():
+        raise _bad("the key must be printable ASCII")
+    return value
+
+
+def idempotent_request(request: Request, body: bytes, *, acks: int) -> IdempotentRequest | None:
+    """The request's Idempotency-Key scoped to its principal, with the fingerprint of
+    what it asks; None without the header."""
+    key = idempotency_key(request)
+    if key is None:
+        return None
+    if acks == 0:
+        raise ApiError(400, ErrorCode.BAD_REQUEST,
+                       "An Idempotency-Key needs acks=1 or acks=all: with acks=0 there is "
+                       "no answer to give a retry")
+    digest = hashlib.sha256()
+    for part in (request.scope["path"].encode(), b"\0",
+                 request.headers.get("content-type", "").strip().lower().encode(), b"\0"):
+        digest.update(part)
+    digest.update(body)
+    scoped = principal_name(request).encode() + b"\0" + key.encode()
+    return IdempotentRequest(scoped, digest.digest()[:16])

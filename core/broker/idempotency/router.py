@@ -1,0 +1,137 @@
+"""Idempotency-Key calls to the key's coordinator: this broker's own coordinator when it
+leads the key's ``__franz_idempotency`` partition, else the leader over the internal API
+(``POST /internal/v1/idempotency/{op}``, served by ``serve`` there and never forwarded
+again). A leader that moved or a broker that went away is retried for ``PATIENCE_S``
+(metadata catches up meanwhile), as group calls are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import orjson
+
+from core.broker.errors import (
+    BrokerNotAvailableError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+    NotLeaderOrFollowerError,
+)
+from core.broker.idempotency.coordinator import Claim, IdempotencyCoordinator
+from core.broker.metadata.cache import MetadataCache
+from core.broker.types import IDEMPOTENCY_TOPIC
+from core.errors import InvalidRequestError
+
+Address = tuple[str, int]
+PATIENCE_S = 10.0
+RETRY_S = 0.1
+CALL_TIMEOUT_S = 30.0
+OPS = ("claim", "complete", "release")
+
+
+class IdempotencyCallClient(Protocol):
+    async def idempotency_call(self, address: Address, op: str, body: bytes) -> bytes: ...
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def encode_call(key: bytes, **args: Any) -> bytes:
+    doc = {"key": _b64(key)}
+    for name, value in args.items():
+        doc[name] = _b64(value) if isinstance(value, bytes) else value
+    return orjson.dumps(doc)
+
+
+async def serve(coordinator: IdempotencyCoordinator, op: str, body: bytes) -> bytes:
+    """Run a forwarded call here (``InvalidRequestError`` for a malformed one)."""
+    try:
+        doc = orjson.loads(body)
+        key = base64.b64decode(doc["key"], validate=True)
+        if op == "claim":
+            claim = await coordinator.claim(
+                key, base64.b64decode(doc["fingerprint"], validate=True),
+                partition_count=int(doc["partition_count"]))
+            return orjson.dumps({
+                "producer_id": claim.producer_id, "partition_count": claim.partition_count,
+                "now_ms": claim.now_ms, "claim_offset": claim.claim_offset,
+                "results": None if claim.results is None else _b64(claim.results)})
+        if op == "complete":
+            await coordinator.complete(key, int(doc["claim_offset"]),
+                                       base64.b64decode(doc["results"], validate=True))
+        elif op == "release":
+            await coordinator.release(key, int(doc["claim_offset"]))
+        else:
+            raise InvalidRequestError(f"unknown idempotency call {op!r}")
+        return b"{}"
+    except (KeyError, TypeError, ValueError, orjson.JSONDecodeError) as exc:
+        raise InvalidRequestError(f"malformed idempotency call: {exc}") from None
+
+
+class IdempotencyRouter:
+    """``client`` None: a broker without peers (every call is served here)."""
+
+    def __init__(self, broker_id: int, coordinator: IdempotencyCoordinator,
+                 cache: MetadataCache, client: IdempotencyCallClient | None) -> None:
+        self._broker_id = broker_id
+        self.coordinator = coordinator
+        self._cache = cache
+        self._client = client
+
+    def _leader(self, key: bytes) -> int:
+        meta = self._cache.topic(IDEMPOTENCY_TOPIC)
+        if meta is None:
+            raise CoordinatorNotAvailableError(
+                f"{IDEMPOTENCY_TOPIC} does not exist yet (it is created with the cluster's "
+                "first consumer-offsets topic); retry")
+        return self._cache.leader_of(IDEMPOTENCY_TOPIC, self.coordinator.partition_for(key))
+
+    async def _call(self, op: str, key: bytes, local: Callable[[], Awaitable[Any]],
+                    **args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PATIENCE_S
+        while True:
+            try:
+                leader = self._leader(key)
+                if leader == self._broker_id or self._client is None:
+                    return await local()
+                address = self._cache.address_of(leader) if leader >= 0 else None
+                if address is None:
+                    raise CoordinatorNotAvailableError(
+                        f"the coordinator of this Idempotency-Key ({IDEMPOTENCY_TOPIC}) "
+                        "has no leader now")
+                answer = await asyncio.wait_for(
+                    self._client.idempotency_call(address, op, encode_call(key, **args)),
+                    CALL_TIMEOUT_S)
+                return orjson.loads(answer)
+            except (BrokerNotAvailableError, NotCoordinatorError, NotLeaderOrFollowerError,
+                    CoordinatorNotAvailableError):
+                if loop.time() >= deadline:
+                    raise
+                await asyncio.sleep(RETRY_S)
+
+    async def claim(self, key: bytes, fingerprint: bytes, *, partition_count: int) -> Claim:
+        c = self.coordinator
+        doc = await self._call("claim", key, lambda: c.claim(
+            key, fingerprint, partition_count=partition_count),
+            fingerprint=fingerprint, partition_count=partition_count)
+        if isinstance(doc, Claim):
+            return doc
+        results = doc["results"]
+        return Claim(int(doc["producer_id"]), int(doc["partition_count"]), int(doc["now_ms"]),
+                     int(doc["claim_offset"]),
+                     None if results is None else base64.b64decode(results))
+
+    async def complete(self, key: bytes, claim_offset: int, results: bytes) -> None:
+        c = self.coordinator
+        await self._call("complete", key, lambda: c.complete(key, claim_offset, results),
+                         claim_offset=claim_offset, results=results)
+
+    async def release(self, key: bytes, claim_offset: int) -> None:
+        c = self.coordinator
+        await self._call("release", key, lambda: c.release(key, claim_offset),
+                         claim_offset=claim_offset)
