@@ -24,9 +24,17 @@ from starlette.requests import Request
 
 from api.errors import ApiError, ErrorCode
 from api.security.authentication import principal_name
+from core.broker.errors import (
+    IdempotencyKeyInUseError,
+    IdempotencyKeyReusedError,
+    IdempotencyOutcomeUnknownError,
+)
 from core.broker.idempotency.producer import IdempotentRequest
 
 HEADER = "idempotency-key"
+#: What fails a whole request carrying a key (never one record of it).
+IDEMPOTENCY_REFUSALS = (IdempotencyKeyInUseError, IdempotencyKeyReusedError,
+                        IdempotencyOutcomeUnknownError)
 MAX_KEY_LENGTH = 255
 
 

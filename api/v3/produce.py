@@ -25,7 +25,9 @@ Before the stream starts the whole request fails: 415 another content type, 422 
 an empty body, 400 / 400 malformed JSON in the first record, 413 a record over
 ``max.request.size``, 404 / 404 an unknown cluster (franz checks it; self-managed
 Confluent does not), 404 / 40403 an unknown topic when topics are not auto-created.
-Records are written with acks=all, the Java producer's default.
+Records are written with acks=all, the Java producer's default. A body read whole may
+carry an ``Idempotency-Key`` (``api.idempotency``; 409 / 422 fail the whole request); a
+chunked stream with one is 400.
 
 Limits (``api.input_limits``, docs/limits.md): a request carries at most
 ``MAX_RECORDS_PER_REQUEST`` (100,000) records. A body with a ``Content-Length`` (up to
@@ -54,6 +56,7 @@ from starlette.types import Receive, Scope, Send
 
 from api.deps import broker_of
 from api.errors import V3_MEDIA, ApiError, ErrorCode, message_for, spec_for
+from api.idempotency import IDEMPOTENCY_REFUSALS, idempotency_key, idempotent_request
 from api.input_limits import INT32_MAX, MAX_RECORDS_PER_REQUEST
 from api.security.authorization import Need, may_create_topic, requires
 from api.v3.common import (
@@ -70,6 +73,7 @@ from api.v3.json_stream import BadJson, JsonValues
 from api.v3.models import ProduceReport
 from core.broker.broker import Broker
 from core.broker.errors import UnknownPartitionError, UnknownTopicError
+from core.broker.idempotency.producer import IdempotentRequest
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import ProduceRecord
 from core.errors import FranzError
@@ -310,11 +314,13 @@ class Batch:
 
 
 async def produce_batch(broker: Broker, batch: Batch, *, first: bool,
-                        may_create: MayCreate = None) -> list[dict[str, Any]]:
+                        may_create: MayCreate = None,
+                        idempotency: IdempotentRequest | None = None) -> list[dict[str, Any]]:
     """Write the batch's good records in one call; one report per input position.
 
     An unknown topic fails the request when it is the first batch (nothing was answered
-    yet), else every record of the batch."""
+    yet), else every record of the batch. An Idempotency-Key refusal (409, 422) fails
+    the request (``idempotency`` is only given for a body read whole, one batch)."""
     known = _partition_count(broker, batch.topic)
     batch.check_partitions(known)
     todo = batch.pending()
@@ -323,7 +329,7 @@ async def produce_batch(broker: Broker, batch: Batch, *, first: bool,
         try:
             results = await broker.produce(
                 batch.topic, [batch.record(i) for i in todo], acks=ACKS_ALL,
-                may_create=may_create,
+                may_create=may_create, idempotency=idempotency,
             )
         except UnknownTopicError:
             if first:
@@ -334,7 +340,10 @@ async def produce_batch(broker: Broker, batch: Batch, *, first: bool,
             if known is not None or created is None:
                 results = [exc] * len(todo)  # the count changed under us
             else:  # the topic was just auto-created: check against its real count
-                return await produce_batch(broker, batch, first=first, may_create=may_create)
+                return await produce_batch(broker, batch, first=first, may_create=may_create,
+                                           idempotency=idempotency)
+        except IDEMPOTENCY_REFUSALS:
+            raise
         except FranzError as exc:
             results = [exc] * len(todo)
     by_index = dict(zip(todo, results, strict=True))
@@ -462,9 +471,16 @@ async def produce_records(topic_name: str, request: Request) -> Response:
     limit = int(broker.config["max.request.size"])
     splitter = JsonValues(max_pending=limit, max_values=MAX_RECORDS_PER_REQUEST)
     chunks = _chunks(request)
+    idempotency = None
     if _whole_length(request, limit) is not None:
-        values, ended = splitter.feed(await _whole(chunks), final=True), True
+        body = await _whole(chunks)
+        values, ended = splitter.feed(body, final=True), True
+        idempotency = idempotent_request(request, body, acks=ACKS_ALL)
     else:
+        if idempotency_key(request) is not None:
+            raise ApiError(400, ErrorCode.BAD_REQUEST,
+                           "An Idempotency-Key needs a body with a Content-Length: a chunked "
+                           "stream is written as it arrives, so it cannot be answered again")
         values, ended = await _first_values(chunks, splitter)
     if not values:
         raise empty_body_error()
@@ -475,7 +491,7 @@ async def produce_records(topic_name: str, request: Request) -> Response:
         raise ApiError(last.status, last.code, last.message)
     may_create = may_create_topic(request)
     first = _lines(await produce_batch(broker, Batch.of(topic_name, values), first=True,
-                                       may_create=may_create))
+                                       may_create=may_create, idempotency=idempotency))
     if ended:
         return Response(first, media_type=V3_MEDIA)
     return _DuplexStreamingResponse(

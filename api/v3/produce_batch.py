@@ -35,6 +35,7 @@ from starlette.responses import Response
 
 from api.deps import broker_of
 from api.errors import V3_MEDIA, ApiError, ErrorCode
+from api.idempotency import idempotent_request
 from api.input_limits import check_json_depth
 from api.security.authorization import Need, may_create_topic, requires
 from api.v3.common import (
@@ -46,7 +47,7 @@ from api.v3.common import (
     require_json_type,
 )
 from api.v3.models import BATCH_ENTRIES_CEILING, BATCH_ID_PATTERN, ProduceBatchResponse
-from api.v3.produce import Batch, produce_batch
+from api.v3.produce import ACKS_ALL, Batch, produce_batch
 from core.broker.security.acl import Operation, ResourceType
 
 router = APIRouter(
@@ -160,7 +161,9 @@ def _answer(ids: list[str], reports: list[dict[str, Any]]) -> dict[str, list[dic
 async def produce_records_batch(topic_name: str, request: Request) -> Response:
     require_json_type(request)
     broker = broker_of(request)
-    ids, records = checked_entries(await request.body(), int(broker.config[MAX_ENTRIES_PROPERTY]))
+    body = await request.body()
+    ids, records = checked_entries(body, int(broker.config[MAX_ENTRIES_PROPERTY]))
     reports = await produce_batch(broker, Batch.of(topic_name, records), first=True,
-                                  may_create=may_create_topic(request))
+                                  may_create=may_create_topic(request),
+                                  idempotency=idempotent_request(request, body, acks=ACKS_ALL))
     return Response(orjson.dumps(_answer(ids, reports)), status_code=207, media_type=V3_MEDIA)
