@@ -105,7 +105,8 @@ def hot_route(router: APIRouter, method: str, path: str, *, query: HotQuery[Any]
     """Register ``endpoint(<path parameters>, request)`` on ``router`` as a hot route:
     documented from its declaration, served by ``HotRoutesMiddleware``."""
     def register(endpoint: Endpoint) -> Endpoint:
-        parameters = _path_parameters(path, endpoint) + (query.openapi() if query else [])
+        parameters = (_path_parameters(path, endpoint) + (query.openapi() if query else [])
+                      + list((openapi_extra or {}).get("parameters", ())))
         # the whole list, path first: api.openapi merges openapi_extra over FastAPI's
         # document, replacing its parameters
         extra = {**(openapi_extra or {}), "parameters": parameters}

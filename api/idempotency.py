@@ -78,3 +78,16 @@ def idempotent_request(request: Request, body: bytes, *, acks: int) -> Idempoten
     digest.update(body)
     scoped = principal_name(request).encode() + b"\0" + key.encode()
     return IdempotentRequest(scoped, digest.digest()[:16])
+
+
+#: The header as an OpenAPI parameter (``openapi_extra={"parameters": [...]}``).
+OPENAPI_PARAMETER = {
+    "in": "header", "name": "Idempotency-Key", "required": False,
+    "description": "franz extension: run this produce at most once per key. A retry with "
+    "the same key and the same request gets the first answer and writes nothing; the same "
+    "key with another request is 422; while the first is in progress, 409. 1 to 255 "
+    "printable ASCII characters, kept for `idempotency.key.retention.ms` (docs/delivery.md).",
+    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH,
+               "pattern": "^[ -~]+$"},
+    "example": "9f2c3f4e-6a51-4d1c-9a38-1f0f3c1c2e7a",
+}

@@ -43,6 +43,7 @@ from api.content_types import (
 from api.deps import broker_of
 from api.errors import V2_MEDIA, ApiError, ErrorCode, message_for, spec_for
 from api.hot_routes import HotQuery, hot_route
+from api.idempotency import OPENAPI_PARAMETER as IDEMPOTENCY_PARAMETER
 from api.idempotency import idempotent_request
 from api.input_limits import (
     MAX_RECORDS_PER_REQUEST,
@@ -94,6 +95,7 @@ _RESPONSE_EXAMPLE = {
 }
 
 _OPENAPI_BODY = {
+    "parameters": [IDEMPOTENCY_PARAMETER],
     "requestBody": {
         "required": True,
         "description": "Embedded format by Content-Type; `application/json` means json.",
@@ -114,6 +116,8 @@ _OPENAPI_BODY = {
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     **ok("ProduceResponse", _RESPONSE_EXAMPLE, media=(V2_MEDIA, JSON_MEDIA)),
     **errors(400, 404, 413, 415, 422, 500),
+    **error_doc(409, "A request with the same Idempotency-Key is in progress; nothing is "
+                "written", 409, "A request with this Idempotency-Key is in progress"),
     **error_doc(406, "Accept allows neither `application/vnd.kafka.v2+json` nor "
                 "`application/json`; nothing is written", 406, "HTTP 406 Not Acceptable"),
 }

@@ -191,6 +191,8 @@ _ERRORS: dict[int, tuple[str, int, str]] = {
         40403,
         "This server does not host this topic-partition.",
     ),
+    409: ("A request with the same Idempotency-Key is in progress (409); nothing is written",
+          409, "A request with this Idempotency-Key is in progress; retry once it answered"),
     413: ("Request too large (413)", 413, "Record too large."),
     415: ("Content-Type is not application/json (415)", 415, "HTTP 415 Unsupported Media Type"),
     416: (

@@ -57,6 +57,7 @@ from starlette.types import Receive, Scope, Send
 from api.deps import broker_of
 from api.errors import V3_MEDIA, ApiError, ErrorCode, message_for, spec_for
 from api.idempotency import IDEMPOTENCY_REFUSALS, idempotency_key, idempotent_request
+from api.idempotency import OPENAPI_PARAMETER as IDEMPOTENCY_PARAMETER
 from api.input_limits import INT32_MAX, MAX_RECORDS_PER_REQUEST
 from api.security.authorization import Need, may_create_topic, requires
 from api.v3.common import (
@@ -458,10 +459,11 @@ async def _rest(
     "a 42208 report ends a longer chunked stream); JSON nested deeper than 64 levels is "
     "400.",
     response_model=ProduceReport,
-    openapi_extra=body_doc("ProduceRecordRequest", _EXAMPLE),
+    openapi_extra={**body_doc("ProduceRecordRequest", _EXAMPLE),
+                   "parameters": [IDEMPOTENCY_PARAMETER]},
     responses={
         200: {"content": {V3_MEDIA: {"example": _REPORT_EXAMPLE}}},
-        **errors(400, 404, 413, 415, 422),
+        **errors(400, 404, 409, 413, 415, 422),
     },
 )
 @requires(Need(Operation.WRITE, ResourceType.TOPIC, "topic_name"))

@@ -35,6 +35,7 @@ from starlette.responses import Response
 
 from api.deps import broker_of
 from api.errors import V3_MEDIA, ApiError, ErrorCode
+from api.idempotency import OPENAPI_PARAMETER as IDEMPOTENCY_PARAMETER
 from api.idempotency import idempotent_request
 from api.input_limits import check_json_depth
 from api.security.authorization import Need, may_create_topic, requires
@@ -150,11 +151,12 @@ def _answer(ids: list[str], reports: list[dict[str, Any]]) -> dict[str, list[dic
     "42208, nothing written. The body is at most `max.request.size` bytes; JSON nested "
     "deeper than 64 levels is 400.",
     response_model=ProduceBatchResponse,
-    openapi_extra=body_doc("ProduceBatchRequest", _EXAMPLE),
+    openapi_extra={**body_doc("ProduceBatchRequest", _EXAMPLE),
+                   "parameters": [IDEMPOTENCY_PARAMETER]},
     responses={
         207: {"description": "Multi-Status: one entry per record",
               "content": {V3_MEDIA: {"example": _ANSWER_EXAMPLE}}},
-        **errors(400, 404, 413, 415, 422),
+        **errors(400, 404, 409, 413, 415, 422),
     },
 )
 @requires(Need(Operation.WRITE, ResourceType.TOPIC, "topic_name"))

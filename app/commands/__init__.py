@@ -182,6 +182,13 @@ def _produce(sub: Any, common: argparse.ArgumentParser) -> None:
                    help="with --parse-key (default TAB; \\t is read as TAB)")
     p.add_argument("--batch-size", type=_positive, default=5000, metavar="N",
                    help="at most N records per request (default 5000)")
+    p.add_argument("--acks", choices=("0", "1", "all"), default="1",
+                   help="default 1; 0: the server answers before writing, so requests carry "
+                        "no Idempotency-Key and are not retried")
+    p.add_argument("--no-idempotence", action="store_true",
+                   help="send each request once, without an Idempotency-Key (Kafka's "
+                        "enable.idempotence=false); by default every request carries a fresh "
+                        "key and a failed one is retried with it, never writing twice")
     p.set_defaults(handler="app.commands.produce", subparser=p)
 
 
@@ -342,6 +349,9 @@ def _bench(sub: Any, common: argparse.ArgumentParser) -> None:
                         "spreads them); 0 = unkeyed (default)")
     p.add_argument("--headers", type=_non_negative, default=0, metavar="K",
                    help="K headers of 8 random bytes on every record (default 0)")
+    p.add_argument("--idempotency-keys", action="store_true",
+                   help="every request carries a unique Idempotency-Key header (needs acks "
+                        "1 or all)")
     p.add_argument("--partitions", type=_positive, help="partitions when the topic is created")
     p.add_argument("--config", type=_config_pair, action="append", default=[],
                    metavar="KEY=VALUE",
