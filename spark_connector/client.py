@@ -9,7 +9,9 @@ Calls used:
 - ``GET /topics/{t}/partitions/{p}/records?offset=&max_bytes=&count=&timeout=`` (executors:
   the stateless range read; ``X-Franz-Next-Offset`` / ``-High-Watermark`` /
   ``-Log-Start-Offset`` headers);
-- ``POST /topics/{t}`` (writers; binary embedded format, headers per record);
+- ``POST /topics/{t}`` (writers; binary embedded format, headers per record; with an
+  ``Idempotency-Key`` header for exactly-once writes, one attempt per call, the writer
+  retrying with the same key and body);
 - ``/consumers/...`` instances, only for offsets-for-times lookups (seek by timestamp)
   and for the opt-in commit of processed offsets to a consumer group.
 """
@@ -46,11 +48,14 @@ except ImportError:  # pragma: no cover - orjson is installed with franz
         return json.loads(data)
 
     def dumps(obj: Any) -> bytes:
-        return json.dumps(obj, separators=(",", ":")).encode()
+        # the bytes orjson writes (UTF-8, not \u-escaped): a produce body must be the
+        # same, byte for byte, whichever of the two an executor has (Idempotency-Key)
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 V2 = "application/vnd.kafka.v2+json"
 BINARY = "application/vnd.kafka.binary.v2+json"
+IDEMPOTENCY_KEY = "Idempotency-Key"
 _RETRY_STATUS = frozenset({429, 502, 503, 504})
 
 
@@ -358,6 +363,24 @@ class FranzClient:
         if resp.status_code != 200:
             raise self.error(resp)
         return list(loads(resp.content)["offsets"])
+
+    def produce_once(
+        self, topic: str, body: bytes, *, acks: str, idempotency_key: str
+    ) -> Response:
+        """One attempt of ``POST /topics/{t}`` with an ``Idempotency-Key``: the answer,
+        whatever its status, or ``FranzConnectionError`` when none came (refused,
+        timed out, dropped; the next call goes to the next URL). The caller resends the
+        same body with the same key: franz answers a key it has seen with the first
+        request's answer and writes nothing again."""
+        return self.request(
+            "POST",
+            f"/topics/{_quote(topic)}",
+            params={"acks": acks},
+            content=body,
+            headers={"Content-Type": BINARY, "Accept": V2, IDEMPOTENCY_KEY: idempotency_key},
+            idempotent=True,  # safe to resend: the key makes it so
+            retries=0,  # the writer's retry policy decides
+        )
 
     # --- consumer instances (lookups and commit-back) --------------------------------
 

@@ -89,6 +89,12 @@ WRITER_OPTIONS = (
     "batchSize",
     "maxBytesPerRequest",
     "acks",
+    "exactlyOnce",
+    "idempotencyKeyPrefix",
+    "write.maxRetries",
+    "write.retryBackoffMs",
+    "write.maxRetryBackoffMs",
+    "write.retryTimeoutMs",
 )
 
 #: Options of the batch reader only (an error on a stream).
@@ -604,6 +610,11 @@ def stream_checks(conf: ReaderConf) -> None:
 # --- writer --------------------------------------------------------------------------
 
 
+#: Longest ``idempotencyKeyPrefix``: with the rest of a key (micro-batch, Spark
+#: partition, topic or its digest, chunk number) a key stays within franz's 255 characters.
+MAX_KEY_PREFIX_LENGTH = 100
+
+
 @dataclass(frozen=True)
 class WriterConf:
     http: HttpConf
@@ -611,6 +622,38 @@ class WriterConf:
     batch_size: int = 500
     max_bytes_per_request: int = 4 * 1024 * 1024
     acks: str = "all"
+    #: Every produce carries an ``Idempotency-Key`` derived from what the request is
+    #: (writer.py): a retried request, task or micro-batch writes nothing twice.
+    exactly_once: bool = True
+    #: Replaces ``spark:<write id or query id>`` at the start of every key.
+    idempotency_key_prefix: str | None = None
+    #: Retries of one produce request with its key (exactly-once writes only): at most
+    #: ``max_retries`` resends and ``retry_timeout_ms`` in all, the pause doubling from
+    #: ``retry_backoff_ms`` up to ``max_retry_backoff_ms``.
+    max_retries: int = 20
+    retry_backoff_ms: int = 200
+    max_retry_backoff_ms: int = 10_000
+    retry_timeout_ms: int = 180_000
+
+
+def _key_prefix(opts: Mapping[str, str]) -> str | None:
+    raw = opts.get("idempotencyKeyPrefix")
+    if raw is None:
+        return None
+    prefix = raw.strip()
+    if not prefix:
+        raise FranzOptionError("Option idempotencyKeyPrefix is empty")
+    if len(prefix) > MAX_KEY_PREFIX_LENGTH:
+        raise FranzOptionError(
+            f"Option idempotencyKeyPrefix is {len(prefix)} characters long, at most "
+            f"{MAX_KEY_PREFIX_LENGTH} (franz's Idempotency-Key holds 255)"
+        )
+    if not prefix.isascii() or not prefix.isprintable():
+        raise FranzOptionError(
+            f"Option idempotencyKeyPrefix={raw!r} must be printable ASCII (it starts every "
+            "Idempotency-Key header)"
+        )
+    return prefix
 
 
 def writer_conf(options: Mapping[str, Any]) -> WriterConf:
@@ -621,10 +664,38 @@ def writer_conf(options: Mapping[str, Any]) -> WriterConf:
     acks = (opts.get("acks") or "all").strip().lower()
     if acks not in ("0", "1", "all", "-1"):
         raise FranzOptionError(f"Option acks={acks!r} is not 0, 1 or all")
+    # exactly once by default, except with acks=0: franz answers such a produce before
+    # the append, so there is no answer a retry could be given (it refuses the header)
+    exactly_once = _bool(opts, "exactlyOnce", acks != "0")
+    if exactly_once and acks == "0":
+        raise FranzOptionError(
+            "Option exactlyOnce=true needs acks=1 or acks=all: with acks=0 franz answers "
+            "before the records are written, so a retry cannot be given the first answer "
+            "(leave exactlyOnce unset, or set it to false, for acks=0 writes)"
+        )
+    prefix = _key_prefix(opts)
+    if prefix is not None and not exactly_once:
+        raise FranzOptionError(
+            "Option idempotencyKeyPrefix needs exactly-once writes (exactlyOnce=true and "
+            "acks=1 or all)"
+        )
+    backoff = _int(opts, "write.retryBackoffMs", 200, minimum=0) or 0
+    max_backoff = _int(opts, "write.maxRetryBackoffMs", 10_000, minimum=0) or 0
+    if max_backoff < backoff:
+        raise FranzOptionError(
+            f"Option write.maxRetryBackoffMs={max_backoff} is smaller than "
+            f"write.retryBackoffMs={backoff}"
+        )
     return WriterConf(
         http=http_conf(opts),
         topic=topic.strip() if topic else None,
         batch_size=_int(opts, "batchSize", 500, minimum=1) or 1,
         max_bytes_per_request=_int(opts, "maxBytesPerRequest", 4 * 1024 * 1024, minimum=1) or 1,
         acks=acks,
+        exactly_once=exactly_once,
+        idempotency_key_prefix=prefix,
+        max_retries=_int(opts, "write.maxRetries", 20, minimum=0) or 0,
+        retry_backoff_ms=backoff,
+        max_retry_backoff_ms=max_backoff,
+        retry_timeout_ms=_int(opts, "write.retryTimeoutMs", 180_000, minimum=0) or 0,
     )

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlsplit
 
 import orjson
 
-from app.bench.http1 import BINARY, V2, RawConn, Req, free_port
+from app.bench.http1 import BINARY, V2, IdempotencyKeys, RawConn, Req, free_port
 from app.bench.progress import ProgressLine
 from app.bench.workloads import (
     BenchError,
@@ -57,26 +57,31 @@ def _load_result(res: LoadResult, target: Target | None = None) -> dict[str, Any
 
 async def produce_load(target: Target, path: str, *, records: int, batch: int, size: int,
                        connections: int, warmup: float, duration: float, progress: bool,
-                       label: str = "produce", keys: int = 0,
-                       headers: int = 0) -> dict[str, Any]:
+                       label: str = "produce", keys: int = 0, headers: int = 0,
+                       idempotency_keys: bool = False) -> dict[str, Any]:
     """Closed-loop produce of at most ``records`` records to ``path`` (``keys`` distinct
-    keys, 0 = unkeyed; ``headers`` headers per record)."""
-    full = produce_req(path, produce_body(batch, size, keys=keys, headers=headers))
-    counts = {id(full.body): batch}  # records per body (header objects have "value" too)
+    keys, 0 = unkeyed; ``headers`` headers per record; ``idempotency_keys``: every
+    request with an Idempotency-Key of its own)."""
+    idem = IdempotencyKeys() if idempotency_keys else None
+    body = produce_body(batch, size, keys=keys, headers=headers)
+    # one request per connection when each send patches its key in (IdempotentReq)
+    fulls = ([produce_req(path, body, idem) for _ in range(connections)] if idem is not None
+             else [produce_req(path, body)] * connections)
+    counts = {id(body): batch}  # records per body (header objects have "value" too)
     left = records
     record_errors = 0
     first_error: str | None = None
     checked = False
 
-    def next_req(_i: int) -> Any:
+    def next_req(i: int) -> Any:
         nonlocal left
         if left <= 0:
             return None
         n = min(batch, left)
         left -= n
         if n == batch:
-            return full
-        req = produce_req(path, produce_body(n, size, keys=keys, headers=headers))
+            return fulls[i]
+        req = produce_req(path, produce_body(n, size, keys=keys, headers=headers), idem)
         counts[id(req.body)] = n
         return req
 

@@ -35,7 +35,7 @@ try:
 except ImportError:  # not installed on Windows (pyproject): run_loop falls back to asyncio
     uvloop = None  # type: ignore[assignment]
 
-from app.bench.http1 import BINARY, V2, RawConn, Req, Resp
+from app.bench.http1 import BINARY, V2, IdempotencyKeys, IdempotentReq, RawConn, Req, Resp
 from app.bench.stats import latency_summary, pct
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -71,8 +71,13 @@ def produce_body(n: int, size: int = 100, *, keys: int = 0, headers: int = 0) ->
     return orjson.dumps({"records": rows})
 
 
-def produce_req(path: str, body: bytes) -> Req:
-    return Req("POST", path, body, {"Content-Type": BINARY, "Accept": V2})
+def produce_req(path: str, body: bytes, idempotency: IdempotencyKeys | None = None) -> Req:
+    """A produce POST; with ``idempotency``, each send carries its next Idempotency-Key
+    (an ``IdempotentReq``: one per connection)."""
+    headers = {"Content-Type": BINARY, "Accept": V2}
+    if idempotency is None:
+        return Req("POST", path, body, headers)
+    return IdempotentReq("POST", path, body, headers, keys=idempotency)
 
 
 # --- CPU accounting ------------------------------------------------------------------------

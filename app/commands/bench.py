@@ -3,7 +3,8 @@ against the same-shape ceiling servers (docs/cli.md "bench", benchmarks/README.m
 
     franz bench produce   closed-loop v2 binary produce: --batch records of --record-size
                           bytes per POST over --connections connections (topic created
-                          when missing)
+                          when missing); --idempotency-keys: each POST with an
+                          Idempotency-Key of its own
     franz bench consume   closed-loop range reads (GET /topics/{t}/partitions/{p}/records)
                           of the last --records records (near the tail), or the first
                           ones (--from-beginning); --preload N produces N records first
@@ -131,18 +132,22 @@ def ensure_topic(client: FranzClient, topic: str, partitions: int | None,
 
 
 def _produce(args: argparse.Namespace, client: FranzClient) -> tuple[dict[str, Any], str]:
+    if args.idempotency_keys and args.acks == "0":
+        args.subparser.error("--idempotency-keys needs --acks 1 or all: with acks=0 the "
+                             "server refuses an Idempotency-Key (no answer to keep)")
     created = ensure_topic(client, args.topic, args.partitions, args.config)
     target = _target(client, args.server_pid)
     path = f"/topics/{quote(args.topic, safe='')}" + ("" if args.acks == "1" else f"?acks={args.acks}")
     result, loop = run_loop(produce_load(
         target, path, records=args.records, batch=args.batch, size=args.record_size,
         connections=args.connections, warmup=args.warmup, duration=args.duration,
-        progress=progress_enabled(args), keys=args.keys, headers=args.headers))
+        progress=progress_enabled(args), keys=args.keys, headers=args.headers,
+        idempotency_keys=args.idempotency_keys))
     head = {"workload": "produce", "bootstrap_server": client.base_url, "topic": args.topic,
             "topic_created": created,
             "params": _params(args, "records", "record_size", "batch", "connections", "acks",
-                              "keys", "headers", "duration", "warmup", "partitions",
-                              "config")}
+                              "keys", "headers", "idempotency_keys", "duration", "warmup",
+                              "partitions", "config")}
     return {**head, **result}, loop
 
 

@@ -182,7 +182,8 @@ class Sender:
             except RequestFailed as exc:
                 exc.message = f"{exc.message} ({lines} were not written)"
                 raise
-            return _outcome(records, resp.content)
+            ok, errors, _again = _outcome(records, resp.content)
+            return ok, errors
         headers[IDEMPOTENCY_KEY] = str(uuid.uuid4())
         start = time.monotonic()
         attempt = 1
@@ -194,16 +195,17 @@ class Sender:
                     self.answered = True
                 retriable = self._retriable(exc)
                 if not retriable or not self._may_retry(attempt, start):
-                    exc.message += (f" ({lines} were not written)" if attempt == 1
-                                    and not retriable else
-                                    f" ({lines} may not have been written: {attempt} attempts "
-                                    f"in {time.monotonic() - start:.1f} s)")
+                    if attempt == 1 and not retriable:  # refused as a whole, nothing sent
+                        exc.message += f" ({lines} were not written)"
+                    else:
+                        took = time.monotonic() - start
+                        exc.message += (f" ({lines} may not have been written: {attempt} "
+                                        f"attempts in {took:.1f} s)")
                     raise
                 reason = exc.message
             else:
                 self.answered = True
-                ok, errors = _outcome(records, resp.content)
-                again = sum(1 for _, e in errors if e.startswith(f"error {RETRIABLE_RECORD_ERROR}:"))
+                ok, errors, again = _outcome(records, resp.content)
                 if not again or not self._may_retry(attempt, start):
                     return ok, errors
                 reason = f"{again} records failed with a retriable error"
@@ -246,10 +248,15 @@ def _refused(exc: BaseException) -> bool:
 
 
 def _outcome(records: list[tuple[int, dict[str, Any]]], content: bytes
-             ) -> tuple[int, list[tuple[int, str]]]:
-    """(records written, (line number, error) per failed record) of a produce answer."""
+             ) -> tuple[int, list[tuple[int, str]], int]:
+    """(records written, (line number, error) per failed record, how many of those
+    failed with the retriable error) of a produce answer."""
     results = orjson.loads(content)["offsets"]
-    errors = [(line_no, f"error {r['error_code']}: {r['error']}")
-              for (line_no, _), r in zip(records, results, strict=True)
-              if r["error_code"] is not None]
-    return len(records) - len(errors), errors
+    errors: list[tuple[int, str]] = []
+    retriable = 0
+    for (line_no, _), r in zip(records, results, strict=True):
+        code = r["error_code"]
+        if code is not None:
+            errors.append((line_no, f"error {code}: {r['error']}"))
+            retriable += code == RETRIABLE_RECORD_ERROR
+    return len(records) - len(errors), errors, retriable

@@ -33,6 +33,11 @@ broker retrying an append on their behalf (a forwarding broker whose leader died
 replicating it but before answering); those retries carry the broker's producer id and
 sequences and the new leader answers them with the original offsets (issue 15).
 
+Two of the four producers send every request with an ``Idempotency-Key`` and, on any
+failure (a timeout, a dropped connection, an error answer), send it again with the same
+key and body through any live broker until it is acknowledged: every one of their
+records must be in the log exactly once (issue 15: 0 lost and 0 duplicates).
+
 Counts are printed (``pytest -s``) and written to ``fault_counts.json`` in the test's
 temporary directory. ``FRANZ_FAULT_ROUNDS`` (default 2) repeats the schedule.
 """
@@ -69,8 +74,11 @@ REQUEST_TIMEOUT_MS = 8000
 OVERRIDES = [f"replica.lag.time.max.ms={LAG_MS}", f"zookeeper.session.timeout.ms={SESSION_MS}",
              f"request.timeout.ms={REQUEST_TIMEOUT_MS}", "replica.fetch.backoff.ms=200",
              "replica.socket.timeout.ms=10000", "offsets.topic.num.partitions=1",
-             "min.insync.replicas=2", "log.flush.scheduler.interval.ms=200"]
+             "min.insync.replicas=2", "log.flush.scheduler.interval.ms=200",
+             "idempotency.topic.num.partitions=3"]
 PRODUCERS = 4
+KEYED_PRODUCERS = 2  # of PRODUCERS: every request with an Idempotency-Key, retried until acked
+KEYED_RETRY_S = 90.0  # how long a keyed producer retries one request
 RECORDS_PER_REQUEST = 5
 CLIENT_TIMEOUT_S = 15.0
 MAX_REQUESTS_PER_PRODUCER = 20000
@@ -162,6 +170,8 @@ class Producers:
         self.acked: list[tuple[int, int, str]] = []  # (partition, offset, id)
         self.unacked: set[str] = set()
         self.requests = Counter[str]()
+        self.keyed_sent: set[str] = set()  # ids sent with an Idempotency-Key
+        self.keyed_gave_up: list[str] = []
         self.failures: list[BaseException] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -175,7 +185,7 @@ class Producers:
     def stop(self) -> None:
         self._stop.set()
         for t in self._threads:
-            t.join(timeout=CLIENT_TIMEOUT_S + 5)
+            t.join(timeout=KEYED_RETRY_S + CLIENT_TIMEOUT_S + 5)
         assert not any(t.is_alive() for t in self._threads), "a producer thread hangs"
         assert not self.failures, f"a producer thread failed: {self.failures[0]!r}"
 
@@ -208,8 +218,50 @@ class Producers:
                 b = self.brokers[rng.choice(live)]
                 ids = [f"p{k}-{seq + i}" for i in range(RECORDS_PER_REQUEST)]
                 seq += RECORDS_PER_REQUEST
-                self._send(client, b, ids)
+                if k < KEYED_PRODUCERS:
+                    self._send_keyed(client, rng, f"p{k}-{seq}", ids)
+                else:
+                    self._send(client, b, ids)
                 time.sleep(0.002)
+
+    def _send_keyed(self, client: httpx.Client, rng: random.Random, key: str,
+                    ids: list[str]) -> None:
+        """One request with an Idempotency-Key, sent again (same key, same body, any live
+        broker) after any failure until it is acknowledged, for up to KEYED_RETRY_S."""
+        body = orjson.dumps({"records": [{"value": i} for i in ids]})
+        headers = {"Content-Type": JSON_V2, "Accept": JSON_V2, "Idempotency-Key": key}
+        self.keyed_sent.update(ids)
+        deadline = time.monotonic() + KEYED_RETRY_S
+        while time.monotonic() < deadline:
+            with self._lock:
+                live = sorted(self.live)
+            if not live:
+                time.sleep(0.05)
+                continue
+            b = self.brokers[rng.choice(live)]
+            try:
+                resp = client.post(f"{b.url}/topics/{TOPIC}", params={"acks": "all"},
+                                   content=body, headers=headers)
+            except httpx.HTTPError as exc:
+                self.requests[f"keyed {type(exc).__name__}"] += 1
+                continue
+            assert resp.status_code != 422, resp.text  # the same body: never "reused"
+            if resp.status_code != 200:
+                self.requests[f"keyed http {resp.status_code}"] += 1
+                time.sleep(0.1)
+                continue
+            rows = resp.json()["offsets"]
+            assert len(rows) == len(ids), resp.text
+            if any(row["error_code"] is not None for row in rows):
+                self.requests[f"keyed error {rows[0]['error_code']}"] += 1
+                time.sleep(0.1)
+                continue
+            self.acked.extend((row["partition"], row["offset"], rid)
+                              for rid, row in zip(ids, rows, strict=True))
+            self.requests["keyed ok"] += 1
+            return
+        self.keyed_gave_up.extend(ids)
+        self.unacked.update(ids)
 
     def _send(self, client: httpx.Client, b: BrokerProcess, ids: list[str]) -> None:
         body = orjson.dumps({"records": [{"value": i} for i in ids]})
@@ -514,6 +566,10 @@ def test_acknowledged_records_survive_kills_and_stops(brokers: list[BrokerProces
     counts = verify(brokers, producers, faults.tail_ids)
     assert counts["acked_also_at_other_offset"] == 0, f"server-made duplicates: {counts}"
     assert counts["unacked_duplicates"] == 0, f"server-made duplicates: {counts}"
+    # every request with an Idempotency-Key, retried through any broker until answered:
+    # every record exactly once, none lost, none twice
+    assert counts["keyed_gave_up"] == 0, f"keyed requests never acknowledged: {counts}"
+    assert counts["keyed_not_exactly_once"] == 0, f"keyed records lost or doubled: {counts}"
     # the group's commit survived the faults (kills and restarts of brokers): a new
     # instance, through another broker, resumes exactly there
     resumed = group_read(group_instance(brokers[2], "after-faults"), 1)
@@ -569,4 +625,7 @@ def verify(brokers: list[BrokerProcess], producers: Producers, tail_ids: set[str
         "tail_written": len(tail_ids),
         "tail_found": sum(1 for rid in tail_ids if occurrences[rid]),
         "log_end_offsets": [len(logs[p]) for p in range(PARTITIONS)],
+        "keyed_sent": len(producers.keyed_sent),
+        "keyed_gave_up": len(producers.keyed_gave_up),
+        "keyed_not_exactly_once": sum(1 for rid in producers.keyed_sent if occurrences[rid] != 1),
     }
