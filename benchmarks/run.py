@@ -14,6 +14,8 @@ medians of ``--rounds`` rounds and the median of the per-round ratios.
 Cases (1000 x 100-byte records per request unless said otherwise, 8 connections):
 
 produce_1000      franz bench produce, acks=1            vs ceiling echo (raw orjson POST)
+produce_idem_1p   produce_1000 with --idempotency-keys (every request carries an
+                  Idempotency-Key of its own), 1 partition  vs produce_1000 of the round
 produce_keyed_1p  produce_1000 with --keys 1000 (1000 distinct keys: every request
                   holds each key once), 1 partition      vs produce_1000 of the round
 produce_1000_8p   produce_1000 to an 8-partition topic (unkeyed: one partition a request)
@@ -41,7 +43,8 @@ ceiling), and with ``--json FILE`` every raw result. Every step is bounded: each
 ``franz bench`` run by --records and --duration and a subprocess timeout.
 
 The summary, the targets table, the Markdown report and the plots are in ``run_report.py``
-beside this file.
+beside this file; the Idempotency-Key case's comparison and target (>= 0.9 x
+produce_1000 of the round) are added to them here (``IDEMPOTENCY_CASE``).
 """
 
 from __future__ import annotations
@@ -75,10 +78,42 @@ from app.bench.workloads import (  # noqa: E402
 
 if str(ROOT / "benchmarks") not in sys.path:  # run_report.py, beside this file (not a package)
     sys.path.insert(0, str(ROOT / "benchmarks"))
-from run_report import plot, summarize, targets, write_report  # noqa: E402
+import run_report  # noqa: E402
+from run_report import plot, summarize, write_report  # noqa: E402
 
 CLUSTER_BENCH = ROOT / "benchmarks" / "cluster_bench.py"
 HUGE = 10**12  # "no record bound": the duration ends the run
+
+#: produce with an Idempotency-Key on every request, compared with the plain produce of
+#: the same round (unkeyed, 1 partition, 1000 records per request), and its target
+IDEMPOTENCY_CASE = "produce_idem_1p"
+IDEMPOTENCY_BASE = "produce_1000"
+IDEMPOTENCY_TARGET = 0.9
+run_report.RATIOS.setdefault(IDEMPOTENCY_CASE, (IDEMPOTENCY_BASE, "rec_per_s"))
+if IDEMPOTENCY_CASE not in run_report.THROUGHPUT_CASES:  # the plots, beside produce_1000
+    _at = run_report.THROUGHPUT_CASES.index(IDEMPOTENCY_BASE) + 1
+    run_report.THROUGHPUT_CASES = (*run_report.THROUGHPUT_CASES[:_at], IDEMPOTENCY_CASE,
+                                   *run_report.THROUGHPUT_CASES[_at:])
+
+
+def targets(summary: dict[str, Any], cluster: dict[str, Any]) -> list[dict[str, str]]:
+    """run_report's targets, and the Idempotency-Key one after the keyed produce ones."""
+    rows = run_report.targets(summary, cluster)
+    what = "produce with an Idempotency-Key per request, 1 partition"
+    if any(r["what"] == what for r in rows):
+        return rows
+    v = run_report._v(summary, IDEMPOTENCY_CASE, "rec_per_s")
+    ratio = run_report._v(summary, IDEMPOTENCY_CASE, "ratio")
+    if ratio is None:
+        status = "not measured"
+    else:
+        status = "met" if ratio >= IDEMPOTENCY_TARGET else "missed: ratio"
+    rows.append({"what": what,
+                 "target": f">= {IDEMPOTENCY_TARGET} x unkeyed 1 partition (issue 15)",
+                 "measured": run_report._n(v and v / 1e6, ".3f", " M rec/s"),
+                 "ratio": f"{run_report._n(ratio, '.2f')} x unkeyed 1 partition of the round",
+                 "status": status})
+    return rows
 
 
 class Runner:
@@ -216,6 +251,8 @@ class Runner:
         c = self.ceiling("ceiling_echo_1000", "echo", 1000)
         put("ceiling_echo_1000", c and c["cases"]["echo"])
         put("produce_1000", self.produce("produce_1000", "bench-produce", 1000))
+        put(IDEMPOTENCY_CASE, self.produce(IDEMPOTENCY_CASE, "bench-idem1", 1000,
+                                           "--idempotency-keys"))
         keyed = ("--keys", str(a.keys))
         put("produce_keyed_1p", self.produce("produce_keyed_1p", "bench-keyed1", 1000, *keyed))
         put("produce_1000_8p", self.produce("produce_1000_8p", "bench-produce8", 1000,

@@ -364,9 +364,7 @@ class FranzClient:
             raise self.error(resp)
         return list(loads(resp.content)["offsets"])
 
-    def produce_once(
-        self, topic: str, body: bytes, *, acks: str, idempotency_key: str
-    ) -> Response:
+    def produce_once(self, topic: str, body: bytes, *, acks: str, idempotency_key: str) -> Response:
         """One attempt of ``POST /topics/{t}`` with an ``Idempotency-Key``: the answer,
         whatever its status, or ``FranzConnectionError`` when none came (refused,
         timed out, dropped; the next call goes to the next URL). The caller resends the

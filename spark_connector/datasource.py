@@ -64,7 +64,7 @@ from spark_connector.options import (
     writer_conf,
 )
 from spark_connector.ranges import data_loss, read_rows
-from spark_connector.writer import Producer, check_columns
+from spark_connector.writer import KeyScope, Producer, check_columns, new_write_id, task_key_scope
 
 log = logging.getLogger("spark_connector")
 
@@ -327,41 +327,60 @@ class FranzStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 class FranzCommitMessage(WriterCommitMessage):
     records: int
     requests: int
+    resends: int = 0
 
 
-def _write(conf: WriterConf, columns: list[str], rows: Iterator[Any]) -> FranzCommitMessage:
-    producer = Producer(conf, columns)
+def _write(
+    conf: WriterConf, columns: list[str], rows: Iterator[Any], scope: KeyScope | None
+) -> FranzCommitMessage:
+    producer = Producer(conf, columns, scope)
     try:
         producer.add_rows(rows)
     finally:
         producer.close()
-    return FranzCommitMessage(producer.records, producer.requests)
+    return FranzCommitMessage(producer.records, producer.requests, producer.resends)
 
 
 class FranzBatchWriter(DataSourceWriter):
+    """``df.write.format("franz")``. Made once per write where Spark plans it and shipped
+    (pickled) to every task, ``write_id`` included: every attempt of a task derives the
+    same ``Idempotency-Key``s from it (writer.py)."""
+
     def __init__(self, conf: WriterConf, schema: StructType) -> None:
         self.conf = conf
         self.columns = schema.fieldNames()
+        self.write_id = new_write_id(conf) if conf.exactly_once else None
 
     def write(self, iterator: Iterator[Any]) -> FranzCommitMessage:
-        return _write(self.conf, self.columns, iterator)
+        scope = task_key_scope(self.conf, streaming=False, write_id=self.write_id)
+        return _write(self.conf, self.columns, iterator, scope)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        n = sum(m.records for m in messages if isinstance(m, FranzCommitMessage))
-        log.info("franz: wrote %d records", n)
+        done = [m for m in messages if isinstance(m, FranzCommitMessage)]
+        log.info(
+            "franz: wrote %d records in %d requests (%d resent)",
+            sum(m.records for m in done),
+            sum(m.requests for m in done),
+            sum(m.resends for m in done),
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        # Records already sent stay written (at least once); nothing to undo.
+        # Records already sent stay written; nothing to undo. With exactly-once writes,
+        # running the job again with the same idempotencyKeyPrefix writes only the rest.
         pass
 
 
 class FranzStreamWriter(DataSourceStreamWriter):
+    """``writeStream.format("franz")``: keys from the query id and micro-batch id Spark
+    puts in every task's local properties (writer.py)."""
+
     def __init__(self, conf: WriterConf, schema: StructType) -> None:
         self.conf = conf
         self.columns = schema.fieldNames()
 
     def write(self, iterator: Iterator[Any]) -> FranzCommitMessage:
-        return _write(self.conf, self.columns, iterator)
+        scope = task_key_scope(self.conf, streaming=True)
+        return _write(self.conf, self.columns, iterator, scope)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass

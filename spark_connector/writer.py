@@ -126,7 +126,9 @@ def new_write_id(conf: WriterConf) -> str:
     return conf.idempotency_key_prefix or f"spark:{uuid.uuid4().hex}"
 
 
-def task_key_scope(conf: WriterConf, *, streaming: bool, write_id: str | None = None) -> KeyScope | None:
+def task_key_scope(
+    conf: WriterConf, *, streaming: bool, write_id: str | None = None
+) -> KeyScope | None:
     """The running task's ``KeyScope`` (None when exactly-once writes are off), from
     Spark's ``TaskContext``: a stream's query id and micro-batch from the task-local
     properties, a batch write's ``write_id`` from the writer object.
@@ -190,32 +192,27 @@ class Producer:
         self.requests = 0
         self.resends = 0
 
-    def record(self, row: Any) -> tuple[str, dict[str, Any]]:
-        """(topic, the record's JSON object); its fields always in the same order."""
-        idx, conf = self.idx, self.conf
-        ti = idx.get("topic")
-        topic = conf.topic or (row[ti] if ti is not None else None)
-        if not topic:
-            raise FranzProduceError(
-                "franz sink: a row has a null or empty topic and the topic option is not set"
-            )
-        ki, pi, hi = idx.get("key"), idx.get("partition"), idx.get("headers")
-        value = row[idx["value"]]
-        rec: dict[str, Any] = {"value": None if value is None else _b64(value)}
-        if ki is not None and row[ki] is not None:
-            rec["key"] = _b64(row[ki])
-        if pi is not None and row[pi] is not None:
-            rec["partition"] = int(row[pi])
-        if hi is not None and row[hi]:
-            rec["headers"] = [
-                {"key": h[0], "value": None if h[1] is None else _b64(h[1])} for h in row[hi]
-            ]
-        return topic, rec
-
     def add_rows(self, rows: Iterable[Any]) -> None:
-        conf = self.conf
+        # a record's fields always in the same order: the same rows give the same bytes
+        idx, conf = self.idx, self.conf
+        vi, ki, ti = idx["value"], idx.get("key"), idx.get("topic")
+        pi, hi = idx.get("partition"), idx.get("headers")
         for row in rows:
-            topic, rec = self.record(row)
+            topic = conf.topic or (row[ti] if ti is not None else None)
+            if not topic:
+                raise FranzProduceError(
+                    "franz sink: a row has a null or empty topic and the topic option is not set"
+                )
+            value = row[vi]
+            rec: dict[str, Any] = {"value": None if value is None else _b64(value)}
+            if ki is not None and row[ki] is not None:
+                rec["key"] = _b64(row[ki])
+            if pi is not None and row[pi] is not None:
+                rec["partition"] = int(row[pi])
+            if hi is not None and row[hi]:
+                rec["headers"] = [
+                    {"key": h[0], "value": None if h[1] is None else _b64(h[1])} for h in row[hi]
+                ]
             size = len(rec["value"] or "") + len(rec.get("key", "")) + 64
             buf = self.buffers.setdefault(topic, _Buffer())
             if buf.records and buf.size + size > conf.max_bytes_per_request:
@@ -274,9 +271,7 @@ class Producer:
             attempts += 1
             why: str
             try:
-                resp = self.client.produce_once(
-                    topic, body, acks=conf.acks, idempotency_key=key
-                )
+                resp = self.client.produce_once(topic, body, acks=conf.acks, idempotency_key=key)
             except FranzConnectionError as e:
                 why = str(e)
             else:
@@ -314,9 +309,10 @@ class Producer:
                         f"franz refused the produce of {count} records to topic {topic!r} "
                         f"(Idempotency-Key {key!r}): {self.client.error(resp)}"
                     )
-            pause = min(
-                conf.retry_backoff_ms * (2 ** min(attempts - 1, 30)), conf.max_retry_backoff_ms
-            ) / 1000.0
+            pause = (
+                min(conf.retry_backoff_ms * (2 ** min(attempts - 1, 30)), conf.max_retry_backoff_ms)
+                / 1000.0
+            )
             elapsed = time.monotonic() - started
             if attempts > conf.max_retries or time.monotonic() + pause > deadline:
                 raise FranzProduceError(

@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import FranzServer, V2Client
+    from conftest import FranzServer
 
 BINARY = "application/vnd.kafka.binary.v2+json"
 HEADERS = {"Content-Type": BINARY}
@@ -145,9 +145,10 @@ def test_retry_after_a_lost_answer_gets_the_original_offsets(
         client: httpx.Client, topic: str, cutter: AnswerCutter) -> None:
     body = _body([f"v{i}" for i in range(50)])
     key = str(uuid.uuid4())
-    with httpx.Client(base_url=cutter.url, timeout=30) as through_proxy:
-        with pytest.raises(httpx.TransportError):  # the server answered; the client never hears
-            _post(through_proxy, topic, body, key, path="/partitions/0")
+    # the server answers; the client never hears it
+    with httpx.Client(base_url=cutter.url, timeout=30) as through_proxy, \
+            pytest.raises(httpx.TransportError):
+        _post(through_proxy, topic, body, key, path="/partitions/0")
     assert cutter.exchanges == 1
     retry = _post(client, topic, body, key, path="/partitions/0")
     assert retry.status_code == 200, retry.text
