@@ -162,8 +162,7 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
         replicas=replicas, sync=sync, controller=controller, shutdown=shutdown, router=router,
         producer=Producer(router, producers=GatewayProducers(ProducerIdSource(
             partial(store.allocate_producer_ids, broker_id)))),
-        idempotent=IdempotentProducer(router, IdempotencyRouter(broker_id, keys, cache,
-                                                                cluster_client)),
+        idempotent=IdempotentProducer(router, IdempotencyRouter(keys, router, cache, cluster_client)),
         admin=admin, consumers=consumers, groups=groups,
         batches=batches,
         topic_stats=stats, security=security, cluster_client=cluster_client))

@@ -75,7 +75,7 @@ OVERRIDES = [f"replica.lag.time.max.ms={LAG_MS}", f"zookeeper.session.timeout.ms
              f"request.timeout.ms={REQUEST_TIMEOUT_MS}", "replica.fetch.backoff.ms=200",
              "replica.socket.timeout.ms=10000", "offsets.topic.num.partitions=1",
              "min.insync.replicas=2", "log.flush.scheduler.interval.ms=200",
-             "idempotency.topic.num.partitions=3"]
+             "idempotency.topic.num.partitions=3", "idempotency.key.claim.timeout.ms=10000"]
 PRODUCERS = 4
 KEYED_PRODUCERS = 2  # of PRODUCERS: every request with an Idempotency-Key, retried until acked
 KEYED_RETRY_S = 90.0  # how long a keyed producer retries one request

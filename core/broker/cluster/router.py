@@ -89,7 +89,7 @@ class Router:
             return await self._client.append(address, tp.topic, tp.partition, bytes(data),
                                              acks=acks, timeout_ms=timeout_ms)
 
-        info = await self._with_retries(tp, call)
+        info = await self.call_leader(tp, call)
         self.stats.record_append(tp.topic, records=info.num_records, size=len(data))
         return info
 
@@ -141,7 +141,7 @@ class Router:
                                                   max_bytes=max_bytes, max_wait_ms=max_wait_ms)
             return FetchedData(data, offs)
 
-        fetched = await self._with_retries(tp, call)
+        fetched = await self.call_leader(tp, call)
         self.stats.record_fetch(tp.topic, fetched.data, offset=offset,
                                 high_watermark=fetched.offsets.high_watermark)
         return fetched
@@ -153,7 +153,7 @@ class Router:
             assert self._client is not None
             return await self._client.offsets(address, tp.topic, tp.partition)
 
-        return await self._with_retries(tp, call)
+        return await self.call_leader(tp, call)
 
     # --- the policy -------------------------------------------------------------------
 
@@ -181,9 +181,12 @@ class Router:
         return any(b != self.broker_id for b in self._cache.brokers) or \
             any(len(p.replicas) > 1 for p in self._replicas.partitions.values())
 
-    async def _with_retries(self, tp: TopicPartition,
+    async def call_leader(self, tp: TopicPartition,
                             call: Callable[[Address | None], Awaitable[T]]) -> T:
-        """Run ``call(address_or_None)``; retry while leadership is moving."""
+        """Run ``call(address_or_None)`` at the leader of ``tp`` (None: here); retry while
+        leadership is moving. A forwarded call is abandoned as soon as the leader changes
+        (``_forward``). Also the way to any coordinator that lives at a partition's leader
+        (``core.broker.idempotency.router``)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ROUTE_PATIENCE_S
         while True:
@@ -202,7 +205,7 @@ class Router:
 
     async def _forward(self, tp: TopicPartition, address: Address,
                        call: Callable[[Address | None], Awaitable[T]]) -> T:
-        """``call(address)``, abandoned with NOT_LEADER (so ``_with_retries`` routes it
+        """``call(address)``, abandoned with NOT_LEADER (so ``call_leader`` routes it
         again) as soon as the metadata names another leader or the leader's registration
         goes while it is in flight. A leader that hangs (paused, partitioned: its
         connections stay open) would otherwise hold every forwarded request until

@@ -1,34 +1,27 @@
 """Idempotency-Key calls to the key's coordinator: this broker's own coordinator when it
 leads the key's ``__franz_idempotency`` partition, else the leader over the internal API
 (``POST /internal/v1/idempotency/{op}``, served by ``serve`` there and never forwarded
-again). A leader that moved or a broker that went away is retried for ``PATIENCE_S``
-(metadata catches up meanwhile), as group calls are.
+again), through the router's ``call_leader``: a leader that moved or a broker that went
+away is retried while leadership settles, and a call in flight to a leader that hangs is
+abandoned as soon as the metadata names another one.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import orjson
 
-from core.broker.errors import (
-    BrokerNotAvailableError,
-    CoordinatorNotAvailableError,
-    NotCoordinatorError,
-    NotLeaderOrFollowerError,
-)
+from core.broker.cluster.router import Router
+from core.broker.errors import CoordinatorNotAvailableError
 from core.broker.idempotency.coordinator import Claim, IdempotencyCoordinator
 from core.broker.metadata.cache import MetadataCache
-from core.broker.types import IDEMPOTENCY_TOPIC
+from core.broker.types import IDEMPOTENCY_TOPIC, TopicPartition
 from core.errors import InvalidRequestError
 
 Address = tuple[str, int]
-PATIENCE_S = 10.0
-RETRY_S = 0.1
-CALL_TIMEOUT_S = 30.0
 OPS = ("claim", "complete", "release")
 
 
@@ -75,44 +68,29 @@ async def serve(coordinator: IdempotencyCoordinator, op: str, body: bytes) -> by
 class IdempotencyRouter:
     """``client`` None: a broker without peers (every call is served here)."""
 
-    def __init__(self, broker_id: int, coordinator: IdempotencyCoordinator,
+    def __init__(self, coordinator: IdempotencyCoordinator, router: Router,
                  cache: MetadataCache, client: IdempotencyCallClient | None) -> None:
-        self._broker_id = broker_id
         self.coordinator = coordinator
+        self._router = router
         self._cache = cache
         self._client = client
 
-    def _leader(self, key: bytes) -> int:
-        meta = self._cache.topic(IDEMPOTENCY_TOPIC)
-        if meta is None:
-            raise CoordinatorNotAvailableError(
-                f"{IDEMPOTENCY_TOPIC} does not exist yet (it is created with the cluster's "
-                "first consumer-offsets topic); retry")
-        return self._cache.leader_of(IDEMPOTENCY_TOPIC, self.coordinator.partition_for(key))
-
     async def _call(self, op: str, key: bytes, local: Callable[[], Awaitable[Any]],
                     **args: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + PATIENCE_S
-        while True:
-            try:
-                leader = self._leader(key)
-                if leader == self._broker_id or self._client is None:
-                    return await local()
-                address = self._cache.address_of(leader) if leader >= 0 else None
-                if address is None:
-                    raise CoordinatorNotAvailableError(
-                        f"the coordinator of this Idempotency-Key ({IDEMPOTENCY_TOPIC}) "
-                        "has no leader now")
-                answer = await asyncio.wait_for(
-                    self._client.idempotency_call(address, op, encode_call(key, **args)),
-                    CALL_TIMEOUT_S)
-                return orjson.loads(answer)
-            except (BrokerNotAvailableError, NotCoordinatorError, NotLeaderOrFollowerError,
-                    CoordinatorNotAvailableError):
-                if loop.time() >= deadline:
-                    raise
-                await asyncio.sleep(RETRY_S)
+        if self._cache.topic(IDEMPOTENCY_TOPIC) is None:
+            raise CoordinatorNotAvailableError(
+                f"{IDEMPOTENCY_TOPIC} does not exist yet (it is created with the cluster's "
+                "consumer-offsets topic); retry")
+        tp = TopicPartition(IDEMPOTENCY_TOPIC, self.coordinator.partition_for(key))
+        client = self._client
+
+        async def call(address: Address | None) -> Any:
+            if address is None or client is None:
+                return await local()
+            return orjson.loads(await client.idempotency_call(address, op,
+                                                              encode_call(key, **args)))
+
+        return await self._router.call_leader(tp, call)
 
     async def claim(self, key: bytes, fingerprint: bytes, *, partition_count: int) -> Claim:
         c = self.coordinator
