@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import threading
 from pathlib import Path
 
 from core.storage.checkpoint import LeaderEpochCheckpointFile
@@ -25,11 +26,13 @@ UNDEFINED_OFFSET = -1
 class LeaderEpochCache:
     """Ascending ``(epoch, start_offset)`` entries, written through to the checkpoint
     file on every change (unless a caller batches changes with ``flush=False`` and
-    calls ``flush`` itself, as recovery does).
+    calls ``flush`` itself, as recovery does, or writes them later: ``take_unwritten``
+    on the owner's thread, ``write_taken`` on any thread, as a new leader's entry is;
+    a write never replaces a newer one).
 
     Lifecycle: ``PartitionLog`` loads it when the log opens (``load``) and keeps it in
     step with appends, truncations and log-start moves. Not thread-safe: the
-    partition's owner serialises access.
+    partition's owner serialises access (``write_taken`` aside).
     """
 
     def __init__(self, directory: Path, entries: list[tuple[int, int]] | None = None) -> None:
@@ -39,6 +42,9 @@ class LeaderEpochCache:
         self._offsets: list[int] = []
         #: entries differ from the checkpoint file (or it was never written)
         self.dirty = True
+        self._version = 0  # of the entries: +1 per change
+        self._written = -1  # the version the file holds
+        self._write_lock = threading.Lock()
         for epoch, start in entries or []:
             self.assign(epoch, start, flush=False)
 
@@ -107,6 +113,7 @@ class LeaderEpochCache:
         self._epochs.append(epoch)
         self._offsets.append(start_offset)
         self.dirty = True
+        self._version += 1
         if flush:
             self.flush()
 
@@ -116,6 +123,7 @@ class LeaderEpochCache:
             return
         keep = bisect.bisect_left(self._offsets, end_offset)
         del self._epochs[keep:], self._offsets[keep:]
+        self._version += 1
         self.flush()
 
     def truncate_from_start(self, start_offset: int) -> None:
@@ -132,18 +140,46 @@ class LeaderEpochCache:
         del self._epochs[:upto], self._offsets[:upto]
         self._epochs.insert(0, epoch)
         self._offsets.insert(0, start_offset)
+        self._version += 1
         self.flush()
 
     def clear(self) -> None:
         """Drop every entry (the log was emptied) and write the empty checkpoint."""
         self._epochs.clear()
         self._offsets.clear()
+        self._version += 1
         self.flush()
 
     def flush(self) -> None:
         """Write the entries to the checkpoint file (atomically, fsynced)."""
-        self._file.write(self.entries)
         self.dirty = False
+        try:
+            self.write_taken(self._version, self.entries)
+        except BaseException:
+            self.dirty = True
+            raise
+
+    def take_unwritten(self) -> tuple[int, list[tuple[int, int]]] | None:
+        """On the owner's thread: the entries to write (with their version) when the file
+        does not hold them, for ``write_taken`` on another thread; None when it does."""
+        if not self.dirty:
+            return None
+        self.dirty = False
+        return self._version, self.entries
+
+    def write_taken(self, version: int, entries: list[tuple[int, int]]) -> None:
+        """Write ``entries`` of ``version`` unless the file already holds these or newer
+        ones (any thread). A failed write leaves the cache dirty (written again with the
+        next change or pass)."""
+        with self._write_lock:
+            if version <= self._written:
+                return
+            try:
+                self._file.write(entries)
+            except BaseException:
+                self.dirty = True
+                raise
+            self._written = version
 
     def flush_if_dirty(self) -> None:
         """``flush`` unless the file already holds the entries (a log load must not

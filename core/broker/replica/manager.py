@@ -35,6 +35,7 @@ from core.broker.errors import (
 )
 from core.broker.metadata.store import BadVersionError, PartitionState
 from core.broker.replica.delayed import DataWatch, wait_on
+from core.broker.replica.epoch_writer import EpochCheckpointWriter
 from core.broker.replica.fetch_wire import ReplicaFetchRequest, ReplicaFetchResult
 from core.broker.replica.fetcher import Address, ReplicaFetchClient, ReplicaFetcherManager
 from core.broker.replica.partition import Partition
@@ -111,6 +112,7 @@ class ReplicaManager:
         # IsrExpandsPerSec; api.metrics exports them as counters).
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self._epoch_writer = EpochCheckpointWriter()  # new leaders' epochs, off the loop
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -127,6 +129,7 @@ class ReplicaManager:
                 await task
         if self.fetchers is not None:
             await self.fetchers.stop()
+        await self._epoch_writer.drain()
 
     async def _shrink_loop(self) -> None:
         lag_ms = self.settings.lag_time_max_ms
@@ -183,6 +186,7 @@ class ReplicaManager:
                                       isr=state.isr, replicas=replicas)
         if applied and state.version >= p.partition_version:
             p.partition_version, p.controller_epoch = state.version, state.controller_epoch
+        self._epoch_writer.add(p.log.leader_epoch_cache)
         self._role_changed(p)
         return p
 

@@ -53,7 +53,6 @@ from core.storage.errors import (
     CorruptRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    StorageError,
 )
 from core.storage.log import AppendInfo, FetchData, PartitionLog
 
@@ -142,13 +141,9 @@ class Partition:
         )
 
     def _assign_epoch(self, leader_epoch: int, offset: int) -> None:
-        """Record a new leader epoch; a checkpoint that cannot be written (full disk)
-        is only logged: the cache is right in memory and is written with its next change."""
-        try:
-            self.log.leader_epoch_cache.assign(leader_epoch, offset)
-        except (OSError, StorageError) as exc:
-            log.warning("%s-%d: cannot write the leader epoch checkpoint (%s)", *self.tp,
-                        _os_reason(exc))
+        """Record a new leader epoch in memory; its checkpoint file is written off the
+        event loop (``core.broker.replica.epoch_writer``, by the replica manager)."""
+        self.log.leader_epoch_cache.assign(leader_epoch, offset, flush=False)
 
     def make_leader(self, *, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...]) -> bool:
         """Become leader for ``leader_epoch``; False if the epoch is not newer. The same

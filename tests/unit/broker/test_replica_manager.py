@@ -774,3 +774,32 @@ async def test_a_follower_replicates_the_leader_and_completes_an_acks_all_produc
     finally:
         await follower.stop()
         follower_logs.close()
+
+
+# --- leader-epoch checkpoints of new leaders, off the event loop -------------------------
+
+
+async def test_new_leaders_epoch_checkpoints_are_written_in_the_background(
+    logs: LogManager, clock: ManualClock,
+) -> None:
+    rm = ReplicaManager(ME, logs, clock)
+    parts = [lead(rm, TopicPartition("many", i), epoch=3) for i in range(200)]
+    # becoming leader changed the caches in memory only: no file was written on the loop
+    assert all(p.log.leader_epoch_cache.entries == [(3, 0)] for p in parts)
+    assert not any(p.log.leader_epoch_cache.path.exists() for p in parts)
+    await rm.stop()  # drains the writer
+    for p in parts:
+        assert p.log.leader_epoch_cache.path.read_text().split("\n")[2] == "3 0"
+        assert not p.log.leader_epoch_cache.dirty
+
+
+def test_an_older_write_never_replaces_a_newer_checkpoint(logs: LogManager, clock: ManualClock) -> None:
+    rm = ReplicaManager(ME, logs, clock)
+    p = lead(rm, epoch=1)  # no running loop: written at once
+    cache = p.log.leader_epoch_cache
+    cache.assign(2, 0, flush=False)
+    taken = cache.take_unwritten()
+    assert taken is not None and cache.take_unwritten() is None
+    cache.assign(5, 0)  # written through, newer
+    cache.write_taken(*taken)  # a late writer with the older entries
+    assert cache.path.read_text().split("\n")[2] == "5 0"
