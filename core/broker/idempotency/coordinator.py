@@ -124,7 +124,7 @@ class IdempotencyCoordinator:
             keys.pop(record.key, None)
             keys[record.key] = entry
         self._expire(keys, now)
-        log.info("loaded %s-%d: %d keys (%d records skipped)", self._log.topic, partition,
+        log.debug("loaded %s-%d: %d keys (%d records skipped)", self._log.topic, partition,
                  len(keys), skipped)
         return loaded
 
