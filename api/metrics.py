@@ -11,6 +11,9 @@ brokers can live in one process. Two sources feed it:
                      health (under-replicated, offline), controller, ISR changes, log
                      sizes and consumer-group lag
 
+plus prometheus-client's standard process, GC and platform collectors (``process_*``,
+``python_gc_*``, ``python_info``).
+
 Names follow Kafka's JMX beans lower-cased (``kafka.server:type=BrokerTopicMetrics,
 name=MessagesInPerSec`` -> ``franz_server_brokertopicmetrics_messagesin_total``): counters
 are totals (Prometheus derives rates), gauges are current values.
@@ -28,7 +31,15 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapp
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI, Request
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
@@ -272,6 +283,10 @@ class MetricsState:
         self.registry = CollectorRegistry()
         self.collector = BrokerCollector(broker)
         self.registry.register(self.collector)
+        # the process (CPU, memory, open descriptors, start time), the interpreter's
+        # garbage collector and the Python version, as any Python exporter has them
+        for standard in (PROCESS_COLLECTOR, GC_COLLECTOR, PLATFORM_COLLECTOR):
+            self.registry.register(standard)
         self.requests = Counter(
             "franz_http_requests",
             "HTTP requests by method, route template and status",

@@ -3,6 +3,7 @@ APIs, scrape, and check that the numbers moved by what was done."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import httpx
@@ -16,7 +17,7 @@ from core.broker.security.service import Security, SecuritySettings
 from core.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
-    from conftest import V2Client
+    from conftest import FranzServer, V2Client
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -66,6 +67,18 @@ def test_every_metric_is_exposed(client: httpx.Client) -> None:
     ]:
         assert kinds.get(name) == kind, (name, kinds.get(name))
     assert "_created" not in text
+
+
+def test_process_and_gc_metrics_are_the_servers(client: httpx.Client,
+                                                franz_server: FranzServer) -> None:
+    s = scrape(client)
+    # the server process's own figures (not the test's): its descriptors and memory
+    assert value(s, "process_open_fds") >= 10  # logs, indexes, sockets
+    assert value(s, "process_resident_memory_bytes") > 20 * 2**20
+    assert value(s, "process_start_time_seconds") > 0
+    assert value(s, "python_gc_collections_total", generation=0) > 0
+    assert any(name == "python_info" for name, _ in s)
+    assert franz_server.proc is not None and franz_server.proc.pid != os.getpid()
 
 
 def test_broker_state_gauges(client: httpx.Client) -> None:
