@@ -23,7 +23,9 @@ times within ``DELIVERY_TIMEOUT_S``, backing off from ``RETRY_BACKOFF_S`` to
 ``retry.backoff.ms``, ``retry.backoff.max.ms``). The server answers such a retry with
 the first request's result, or finishes what the first one started, so a lost answer
 never writes a line twice. Each retry is noted on stderr. A refused connection before
-the server ever answered is not retried (nothing is there: exit 2 at once).
+the server ever answered is not retried (nothing is there: exit 2 at once). The
+server puts the unkeyed lines of a request with a key on the partition that key hashes
+to, so successive requests spread over the partitions at random, not in turn.
 
 ``--no-idempotence`` sends every request once, without a key, as a retry could then
 write its records twice; so does ``--acks 0``, whose answer comes before the records
@@ -202,7 +204,7 @@ class Sender:
                         exc.message += (f" ({lines} may not have been written: {attempt} "
                                         f"attempts in {took:.1f} s)")
                     raise
-                reason = exc.message
+                reason = exc.message.rstrip(".")
             else:
                 self.answered = True
                 ok, errors, again = _outcome(records, resp.content)

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import ROOT, free_port
+from test_cli_idempotency import Proxy
 
 CLI_ENV = {
     **os.environ,
@@ -185,3 +186,33 @@ def test_bad_usage_is_exit_code_2(franz_url: str) -> None:
     assert r.returncode == 2 and "--acks" in r.stderr
     r = bench("ceiling", "--cases", "echo,nope")
     assert r.returncode == 2 and "nope" in r.stderr
+
+
+def test_produce_with_idempotency_keys_writes_every_request(
+        tmp_path: Path, franz_url: str, client: httpx.Client, topic: str) -> None:
+    """Each request carries an Idempotency-Key of its own (seen through the proxy of
+    test_cli_idempotency): none is answered from franz's memory of another (that would be
+    acknowledged and not written), none refused."""
+    with Proxy(franz_url) as proxy:
+        result, _r = run_json(tmp_path, "produce", "--bootstrap-server", proxy.url, "--topic",
+                              topic, "--records", "3050", "--batch", "100", "--record-size",
+                              "64", "--connections", "4", "--duration", "20",
+                              "--idempotency-keys")
+    keys = [s.headers.get("idempotency-key") for s in proxy.produces]
+    assert len(keys) == 31 and None not in keys and len(set(keys)) == 31, keys
+    assert result["params"]["idempotency_keys"] is True
+    assert result["records_acked"] == result["records"] == 3050
+    assert result["requests"] == 31 and result["errors"] == 0 and result["record_errors"] == 0
+    assert topic_records(client, topic) == 3050
+    # a second run of the same shape gets keys of its own (a new random prefix)
+    result, _r = run_json(tmp_path, "produce", "--bootstrap-server", franz_url, "--topic", topic,
+                          "--records", "1000", "--batch", "100", "--connections", "2",
+                          "--duration", "20", "--idempotency-keys")
+    assert result["records_acked"] == 1000 and result["errors"] == 0
+    assert topic_records(client, topic) == 4050
+
+
+def test_idempotency_keys_need_acks(franz_url: str) -> None:
+    r = bench("produce", "--bootstrap-server", franz_url, "--acks", "0", "--idempotency-keys",
+              "--records", "10")
+    assert r.returncode == 2 and "--idempotency-keys needs --acks 1 or all" in r.stderr, r.stderr
