@@ -152,7 +152,8 @@ def _choose_columns(
 ) -> dict[int, Sequence[int]]:
     """``choose_partitions`` over columns (``n`` partitions); no per-record work when no
     record names a partition and either the request does or no record has a key."""
-    keyed = cols.keys is not None and any(k is not None for k in cols.keys)
+    # one partition: every record goes to it, key or not (no hashing of the keys)
+    keyed = n > 1 and cols.keys is not None and any(k is not None for k in cols.keys)
     if cols.partitions is None and (default_partition is not None or not keyed):
         if default_partition is None:
             p = unkeyed.next_partition(topic, n)
