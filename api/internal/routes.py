@@ -14,6 +14,9 @@ through its own replica manager, never through this API.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from functools import partial
+
 import orjson
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
@@ -113,19 +116,26 @@ async def replicas(request: Request) -> Response:
     return Response(orjson.dumps(out), media_type="application/json")
 
 
+async def _coordinator_call(request: Request, serve: Callable[[bytes], Awaitable[bytes]],
+                            media_type: str) -> Response:
+    """A call for a coordinator living here, run by ``serve(body)``: a malformed call is
+    400 (nothing ran), a domain error 409."""
+    try:
+        body = await serve(await request.body())
+    except InvalidRequestError as exc:
+        return _error(exc, status=400)
+    except FranzError as exc:
+        return _error(exc)
+    return Response(body, media_type=media_type)
+
+
 @router.post("/groups/{op}")
 @requires(Need(Operation.CLUSTER_ACTION, ResourceType.CLUSTER))
 async def group_call(request: Request, op: str) -> Response:
     """A consumer-group call for a group this broker coordinates (served here, never
     forwarded again; ``core.broker.consumer.wire``)."""
     broker = broker_of(request)
-    try:
-        body = await broker.serve_group_call(op, await request.body())
-    except InvalidRequestError as exc:  # a malformed call: nothing ran
-        return _error(exc, status=400)
-    except FranzError as exc:
-        return _error(exc)
-    return Response(body, media_type=OCTET)
+    return await _coordinator_call(request, partial(broker.serve_group_call, op), OCTET)
 
 
 @router.post("/idempotency/{op}")
@@ -134,13 +144,8 @@ async def idempotency_call(request: Request, op: str) -> Response:
     """An Idempotency-Key call for a key coordinated here (served here, never forwarded
     again; ``core.broker.idempotency.router``)."""
     broker = broker_of(request)
-    try:
-        body = await broker.serve_idempotency_call(op, await request.body())
-    except InvalidRequestError as exc:  # a malformed call: nothing ran
-        return _error(exc, status=400)
-    except FranzError as exc:
-        return _error(exc)
-    return Response(body, media_type="application/json")
+    return await _coordinator_call(request, partial(broker.serve_idempotency_call, op),
+                                   "application/json")
 
 
 @router.post("/controlled_shutdown")
