@@ -22,7 +22,7 @@ import signal
 import socket
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import uvicorn
@@ -56,7 +56,7 @@ class _Server(uvicorn.Server):
     """uvicorn's server without its habit of re-raising SIGTERM/SIGINT once it has shut
     down: that would kill the process before the broker's own orderly stop (flush,
     checkpoints, clean-shutdown marker) runs. The signals are captured once for all the
-    servers (``_exit_on_signals``): a loop keeps one handler per signal."""
+    servers (``_on_signals``): a loop keeps one handler per signal."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -64,16 +64,13 @@ class _Server(uvicorn.Server):
 
 
 @contextlib.contextmanager
-def _exit_on_signals(servers: list[_Server]) -> Iterator[None]:
+def _on_signals(handle: Callable[[], None]) -> Iterator[None]:
+    """``handle()`` on SIGINT or SIGTERM while inside (a loop keeps one handler per
+    signal, so one for all the servers)."""
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
-
-    def handle(sig: int) -> None:
-        for server in servers:
-            server.handle_exit(sig, None)
-
     for sig in signals:
-        loop.add_signal_handler(sig, handle, sig)
+        loop.add_signal_handler(sig, handle)
     try:
         yield
     finally:
@@ -105,8 +102,10 @@ async def serve(config: BrokerConfig) -> None:
         gate.open(create_app(broker))
         log.info("%s", _summary(broker, listeners, fresh=fresh, open_files=open_files,
                                 seconds=time.monotonic() - started))
-        await _serve_all(servers, tasks, listeners)
+        await _serve_all(tasks, listeners)
     finally:
+        if broker is not None:  # leadership moves away while followers can still fetch
+            await broker.hand_off_leadership()
         await _stop_all(servers, tasks)
         if broker is not None:
             await broker.stop()
@@ -204,11 +203,17 @@ def _uvicorn_config(app: object, listener: Listener, tls: ssl.SSLContext | None,
     return uv_config
 
 
-async def _serve_all(servers: list[_Server], tasks: list[asyncio.Task[None]],
-                     listeners: list[Listener]) -> None:
-    """Serve until a signal, or until one server ends; the first failure is raised."""
-    with _exit_on_signals(servers):
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+async def _serve_all(tasks: list[asyncio.Task[None]], listeners: list[Listener]) -> None:
+    """Serve until a signal, or until one server ends; the first failure is raised. The
+    servers go on serving after a signal: the caller stops them (``_stop_all``) once the
+    broker handed its leadership off."""
+    signalled = asyncio.Event()
+    waiter = asyncio.get_running_loop().create_task(signalled.wait())
+    try:
+        with _on_signals(signalled.set):
+            await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
     for task, listener in zip(tasks, listeners, strict=True):
         if task.done() and not task.cancelled() and task.exception() is not None:
             raise ListenerConfigError(f"listener {listener} failed: {task.exception()}")

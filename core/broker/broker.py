@@ -194,6 +194,15 @@ class Broker:
             return [f"broker {self.broker_id} is not registered in the metadata store"]
         return []
 
+    async def hand_off_leadership(self) -> None:
+        """The first step of stopping, while the listeners still serve: not ready any
+        more (``/readyz``), and the controller moves the leadership of shared partitions
+        away (controlled shutdown), so followers can still fetch the last records from
+        here and clients are forwarded to the new leaders meanwhile. ``stop`` follows."""
+        self._started = False
+        with contextlib.suppress(Exception):
+            await self._shutdown.run()
+
     async def stop(self) -> None:
         self._started = False
         if self._registration_check is not None:
