@@ -6,8 +6,8 @@ A produce carrying it is run at most once per key: a later request with the same
 ``idempotency.key.retention.ms``) gets the first one's answer and writes nothing
 (``core.broker.idempotency``). The key is scoped to the authenticated principal, so two
 users never see each other's answers. What the request asks is fingerprinted (its path,
-so topic and partition, its Content-Type and its body, byte for byte): the same key with
-anything else is 422.
+so topic and partition, its Content-Type, and its body's length and CRC-32C:
+``fingerprint``): the same key with anything else is 422.
 
 The value is 1 to ``MAX_KEY_LENGTH`` printable ASCII characters, bare
 (``Idempotency-Key: 5c1f...``, as payment APIs take it) or as the draft's structured
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 
+import crc32c
 from starlette.requests import Request
 
 from api.errors import ApiError, ErrorCode
@@ -71,13 +72,25 @@ def idempotent_request(request: Request, body: bytes, *, acks: int) -> Idempoten
         raise ApiError(400, ErrorCode.BAD_REQUEST,
                        "An Idempotency-Key needs acks=1 or acks=all: with acks=0 there is "
                        "no answer to give a retry")
-    digest = hashlib.sha256()
-    for part in (request.scope["path"].encode(), b"\0",
-                 request.headers.get("content-type", "").strip().lower().encode(), b"\0"):
-        digest.update(part)
-    digest.update(body)
-    scoped = principal_name(request).encode() + b"\0" + key.encode()
-    return IdempotentRequest(scoped, digest.digest()[:16])
+    return IdempotentRequest(_scoped(request, key), fingerprint(request, body))
+
+
+def fingerprint(request: Request, body: bytes) -> bytes:
+    """16 bytes naming what the request asks: a digest of its path and Content-Type
+    (8 bytes of SHA-256), the body's length (4) and CRC-32C (4). CRC-32C (the C
+    extension, ~25 GB/s) instead of a SHA-256 of the body (~1.6 GB/s: 85 us of a
+    140 KB produce): it tells a different body from the first one's for sure when the
+    length differs and with probability 1 - 2^-32 otherwise, against mistakes (a key
+    reused by accident), not adversaries, whose keys are their own (scoped to their
+    principal)."""
+    head = hashlib.sha256(request.scope["path"].encode() + b"\0" +
+                          request.headers.get("content-type", "").strip().lower().encode())
+    return head.digest()[:8] + (len(body) & 0xFFFFFFFF).to_bytes(4, "big") + \
+        crc32c.crc32c(body).to_bytes(4, "big")
+
+
+def _scoped(request: Request, key: str) -> bytes:
+    return principal_name(request).encode() + b"\0" + key.encode()
 
 
 #: The header as an OpenAPI parameter (``openapi_extra={"parameters": [...]}``).
