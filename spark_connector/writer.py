@@ -291,24 +291,8 @@ class Producer:
                     )
                 elif status in (409, 429) or status >= 500:
                     why = f"HTTP {status}: {resp.text[:300]}"
-                elif status == 422:
-                    raise FranzProduceError(
-                        f"franz refused the produce of {count} records to topic {topic!r} "
-                        f"with Idempotency-Key {key!r}: {self.client.error(resp)}. The key "
-                        "was first used for a different request: this task built other rows "
-                        "(or another order, or other chunks) than an earlier attempt of the "
-                        "same Spark partition, e.g. after an unordered shuffle, from a "
-                        "non-deterministic input, or with other batchSize / "
-                        "maxBytesPerRequest / topic options; or the first request's outcome "
-                        "can no longer be told. Nothing of this request was written. Give "
-                        "the write a new idempotencyKeyPrefix (or a new checkpoint), or set "
-                        "exactlyOnce=false for at-least-once writes."
-                    )
                 else:
-                    raise FranzProduceError(
-                        f"franz refused the produce of {count} records to topic {topic!r} "
-                        f"(Idempotency-Key {key!r}): {self.client.error(resp)}"
-                    )
+                    raise self._refused(resp, topic, key, count)
             pause = (
                 min(conf.retry_backoff_ms * (2 ** min(attempts - 1, 30)), conf.max_retry_backoff_ms)
                 / 1000.0
@@ -335,6 +319,25 @@ class Producer:
                 why,
             )
             time.sleep(pause)
+
+    def _refused(self, resp: Any, topic: str, key: str, count: int) -> FranzProduceError:
+        """The error of an answer a resend cannot change (422 and other 4xx)."""
+        err = self.client.error(resp)
+        text = (
+            f"franz refused the produce of {count} records to topic {topic!r} "
+            f"(Idempotency-Key {key!r}): {err}"
+        )
+        if resp.status_code == 422 and "idempotency-key" in err.server_message.lower():
+            text += (
+                ". The key was first used for another request: this task built other rows "
+                "(or another order, or other chunks) than an earlier attempt of the same "
+                "Spark partition, e.g. after a shuffle, from a non-deterministic input, or "
+                "with other batchSize / maxBytesPerRequest / topic options; or the first "
+                "request's outcome can no longer be told. Nothing of this request was "
+                "written. Give the write a new idempotencyKeyPrefix (or a new checkpoint), "
+                "or set exactlyOnce=false for at-least-once writes"
+            )
+        return FranzProduceError(text)
 
     def close(self) -> None:
         try:
