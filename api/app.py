@@ -28,7 +28,7 @@ from api.health import HealthMiddleware, package_version
 from api.hot_routes import HotRoutesMiddleware, api_routes, hot_routes
 from api.http_middleware import install_http_middleware
 from api.metrics import install_metrics
-from api.openapi import install_openapi
+from api.openapi import TAGS, install_openapi
 from api.openapi_links import LINKS
 from api.render_cache import RenderCache
 from api.request_limits import RequestLimitsMiddleware, body_limits
@@ -60,6 +60,7 @@ def create_app(broker: Broker) -> FastAPI:
         version=package_version(),
         description=DESCRIPTION,
         openapi_url="/openapi.json",
+        openapi_tags=TAGS,  # Confluent's names: "Topic (v3)", "Consumer (v2)", ...
         docs_url=None,  # api.docs: the same pages on packaged assets, no CDN
         redoc_url=None,
         default_response_class=KafkaV2Response,

@@ -78,7 +78,7 @@ OPENAPI_SCHEMAS = {"Liveness": Liveness, "Readiness": Readiness}
 _NOT_READY_EXAMPLE = {"status": "not_ready",
                       "reasons": ["the metadata store did not answer within 2 s"]}
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["Health"])
 
 
 def _json(status: int, body: object) -> Response:

@@ -108,7 +108,7 @@ def hot_route(router: APIRouter, method: str, path: str, *, query: HotQuery[Any]
         parameters = (_path_parameters(path, endpoint) + (query.openapi() if query else [])
                       + list((openapi_extra or {}).get("parameters", ())))
         # the whole list, path first: api.openapi merges openapi_extra over FastAPI's
-        # document, replacing its parameters
+        # document, these in place of its parameters of the same name and location
         extra = {**(openapi_extra or {}), "parameters": parameters}
         router.add_api_route(path, endpoint, methods=[method], openapi_extra=extra, **route)
         setattr(endpoint, _HOT, True)

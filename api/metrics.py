@@ -302,11 +302,12 @@ class MetricsState:
         )
 
 
-router = APIRouter(tags=["metrics"])
+router = APIRouter(tags=["Metrics"])
 
 
 @router.get(
     "/metrics",
+    operation_id="getMetrics",
     summary="Metrics in Prometheus text format",
     response_class=Response,
     responses={200: {"description": "Prometheus text (or OpenMetrics when asked for)",

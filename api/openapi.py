@@ -1,6 +1,17 @@
 """OpenAPI helpers: routes read raw bodies for speed, so request and response shapes are
 declared here (``openapi_extra`` / ``responses``) and the TypedDict schemas are merged
-into ``components/schemas`` when the document is built."""
+into ``components/schemas`` when the document is built.
+
+The document is meant to generate clients (``openapi-python-client``; tests/integration/
+test_openapi_client.py): operationIds and tags are Confluent's (``listKafkaTopics``,
+"Topic (v3)"), a request body has one media type per schema (v2 produce also names the
+json format ``application/json``), every answer is declared with its shape, and every
+property and parameter has a description. Path parameters mean the same on every
+route, so they are described once (``PATH_PARAMETERS``, as Confluent's spec shares
+``components/parameters``). Strings the server checks by hand against a fixed set (any
+case) declare the canonical values as an ``enum`` (``enum_schema``, ``enum_parameter``)
+without changing what is accepted.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, WithJsonSchema
 
 from api.errors import V2_MEDIA
 
@@ -59,23 +70,101 @@ _ERROR_TEXT: dict[int, tuple[str, int, str]] = {
 }
 
 
+#: Path parameters, by name: the same name is the same thing on every route.
+PATH_PARAMETERS: dict[str, dict[str, Any]] = {
+    "topic": {"description": "The topic name", "example": "orders"},
+    "partition": {"description": "The partition id (0-based)", "example": 0},
+    "group": {"description": "The consumer group id", "example": "my_group"},
+    "instance": {
+        "description": "The consumer instance id (`instance_id` of `POST /consumers/{group}`)",
+        "example": "my_consumer",
+    },
+    "cluster_id": {"description": "The cluster id (`GET /v3/clusters`)"},
+    "topic_name": {"description": "The topic name", "example": "orders"},
+    "partition_id": {"description": "The partition id (0-based)", "example": 0},
+    "broker_id": {"description": "The broker id (`broker.id`)", "example": 0},
+    "consumer_group_id": {"description": "The consumer group id", "example": "my_group"},
+    "consumer_id": {
+        "description": "The group member id, as `GET .../consumers` lists it",
+        "example": "consumer-1-6f1c1c3e-2b0a-4a59-9d64-8a1bd4a5b0a7",
+    },
+    "name": {"description": "The config name", "example": "retention.ms"},
+    "user_name": {"description": "The user (or API key) name", "example": "alice"},
+}
+
+#: The document's tags, in the order the docs show them: Confluent's names ("Topic (v3)"),
+#: and the same style for v2 and for what only franz has.
+TAGS: list[dict[str, str]] = [
+    {"name": "Cluster (v3)", "description": "The cluster (franz serves exactly one)"},
+    {"name": "Broker (v3)", "description": "Live brokers"},
+    {"name": "Topic (v3)", "description": "List, describe, create, grow and delete topics"},
+    {"name": "Partition (v3)", "description": "Partitions, their offsets and reassignments"},
+    {"name": "Replica (v3)", "description": "Partition replicas, by partition or by broker"},
+    {"name": "Records (v3)", "description": "Produce records (one, a stream or a batch); "
+     "franz: read a range of a partition"},
+    {"name": "Configs (v3)", "description": "Topic configs (changed live), broker configs"},
+    {"name": "Consumer Group (v3)", "description": "Groups, members, assignments, lags; "
+     "franz: committed offsets, offset reset, group delete"},
+    {"name": "ACL (v3)", "description": "Kafka ACLs: search, create, delete"},
+    {"name": "User (v3)", "description": "franz: users and API keys for HTTP Basic"},
+    {"name": "Broker (v2)", "description": "Confluent REST Proxy v2: the API root and the "
+     "broker ids"},
+    {"name": "Topic (v2)", "description": "Topic metadata; produce to a topic"},
+    {"name": "Partition (v2)", "description": "Partition metadata and offsets; produce to a "
+     "partition; franz: read a range without a consumer"},
+    {"name": "Consumer (v2)", "description": "Consumer instances: subscribe or assign, "
+     "seek, read, commit"},
+    {"name": "Health", "description": "Liveness and readiness probes"},
+    {"name": "Metrics", "description": "Prometheus metrics"},
+]
+
+#: The request body note of v2 routes that declare only Confluent's media type.
+V2_BODY_NOTE = "`application/json` is accepted as well."
+
+
 def ref(name: str) -> dict[str, str]:
     return {"$ref": _REF.format(model=name)}
+
+
+def enum_schema(*values: str, nullable: bool = False) -> WithJsonSchema:
+    """The JSON schema of a string the route checks by hand against ``values`` (any
+    case, or with aliases): ``Annotated[str | None, enum_schema(...), Field(...)]``
+    documents the canonical values and leaves validation as it is."""
+    schema: dict[str, Any] = {"type": "string", "enum": list(values)}
+    if nullable:
+        schema = {"anyOf": [schema, {"type": "null"}]}
+    return WithJsonSchema(schema)
+
+
+def enum_parameter(name: str, values: Iterable[str], description: str, *,
+                   where: str = "query", default: str | None = None) -> dict[str, Any]:
+    """An optional parameter whose values the route checks by hand (any case), declared
+    with its canonical values; in ``openapi_extra["parameters"]`` it replaces the entry
+    FastAPI writes for ``name``."""
+    schema: dict[str, Any] = {"type": "string", "enum": list(values)}
+    if default is not None:
+        schema["default"] = default
+    return {"in": where, "name": name, "required": False, "description": description,
+            "schema": schema}
 
 
 def json_body(
     schema: str,
     example: Any,
     *,
-    media: Iterable[str] = (V2_MEDIA, JSON_MEDIA),
+    media: Iterable[str] = (V2_MEDIA,),
     required: bool = True,
     description: str = "",
 ) -> dict[str, Any]:
-    """``openapi_extra`` declaring a JSON request body read by hand in the route."""
+    """``openapi_extra`` declaring a JSON request body read by hand in the route. One
+    media type per schema (a generated client offers one body type per media type):
+    v2 routes declare Confluent's and say in the description that
+    ``application/json`` is taken too."""
     content = {m: {"schema": ref(schema), "example": example} for m in media}
+    text = " ".join(t for t in (description, V2_BODY_NOTE if V2_MEDIA in content else "") if t)
     body: dict[str, Any] = {"required": required, "content": content}
-    if description:
-        body["description"] = description
+    if text:
+        body["description"] = text
     return {"requestBody": body}
 
 
@@ -167,6 +256,8 @@ def install_openapi(
             components[name] = schema
         _restore_examples(doc, app.routes)
         _tidy(doc)
+        _describe_path_parameters(doc)
+        _check_refs(doc)
         add_links(doc, links)
         app.openapi_schema = doc
         return doc
@@ -205,10 +296,62 @@ def add_links(doc: dict[str, Any], links: Iterable[Link]) -> None:
 
 def _merge(dst: dict[str, Any], src: Mapping[str, Any]) -> None:
     for key, value in src.items():
-        if isinstance(value, Mapping) and isinstance(dst.get(key), dict):
+        if key == "parameters" and isinstance(dst.get(key), list):
+            dst[key] = _merge_parameters(dst[key], value)
+        elif isinstance(value, Mapping) and isinstance(dst.get(key), dict):
             _merge(dst[key], value)
         else:
             dst[key] = value
+
+
+def _merge_parameters(inferred: list[dict[str, Any]],
+                      declared: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The document's parameters with the declared ones (``openapi_extra["parameters"]``)
+    in place of those of the same name and location, each once (FastAPI appends the
+    declared list to its own), the new ones after: a route that declares a header
+    keeps its path parameters."""
+    declared = list(declared)
+    by_key = {(p["in"], p["name"]): p for p in declared}
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    for param in [*inferred, *declared]:
+        key = (param["in"], param["name"])
+        if key not in seen:
+            seen.add(key)
+            out.append(by_key.get(key, param))
+    return out
+
+
+def _describe_path_parameters(doc: dict[str, Any]) -> None:
+    """Path parameters without a description get ``PATH_PARAMETERS``' text and example."""
+    for item in doc.get("paths", {}).values():
+        for op in item.values():
+            for param in op.get("parameters", []):
+                known = PATH_PARAMETERS.get(param["name"]) if param["in"] == "path" else None
+                if known is not None:
+                    param.setdefault("description", known["description"])
+                    if "example" in known:
+                        param.setdefault("example", known["example"])
+
+
+def _check_refs(doc: dict[str, Any]) -> None:
+    """Every ``$ref`` names a schema of the document (a body declared by name must
+    have its shape in ``components/schemas``)."""
+    schemas = doc.get("components", {}).get("schemas", {})
+    prefix = _REF.format(model="")
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            target = node.get("$ref")
+            if isinstance(target, str) and target.removeprefix(prefix) not in schemas:
+                raise ValueError(f"OpenAPI: {target} is not in components/schemas")
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(doc)
 
 
 def _api_routes(routes: Iterable[Any]) -> list[Any]:

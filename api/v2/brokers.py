@@ -12,23 +12,27 @@ from api.openapi import ok
 from api.responses import check_accept, v2_json
 from api.security.authorization import authenticated_only
 
-router = APIRouter(tags=["v2 brokers"], dependencies=[Depends(check_accept)])
+router = APIRouter(tags=["Broker (v2)"], dependencies=[Depends(check_accept)])
 
 _EMPTY: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Always `{}`",
-        "content": {"application/vnd.kafka.v2+json": {"schema": {"type": "object"}, "example": {}}},
+        "content": {"application/vnd.kafka.v2+json": {
+            "schema": {"type": "object", "maxProperties": 0,
+                       "description": "An empty object"},
+            "example": {}}},
     }
 }
 
 
-@router.get("/", summary="Liveness: answers {}", responses=_EMPTY)
+@router.get("/", operation_id="getApiRoot", summary="Liveness: answers {}", responses=_EMPTY)
 @authenticated_only("the API root")
 async def root(request: Request) -> Response:
     return v2_json(request, {})
 
 
-@router.post("/", summary="Liveness: answers {}", responses=_EMPTY)
+@router.post("/", operation_id="postApiRoot", summary="Liveness: answers {}",
+             responses=_EMPTY)
 @authenticated_only("the API root")
 async def root_post(request: Request) -> Response:
     return v2_json(request, {})
@@ -36,6 +40,7 @@ async def root_post(request: Request) -> Response:
 
 @router.get(
     "/brokers",
+    operation_id="listBrokers",
     summary="List broker ids",
     responses=ok("BrokersOut", {"brokers": [0, 1, 2]}),
 )

@@ -44,7 +44,7 @@ from api.v2.embedded import (
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 
-router = APIRouter(tags=["v2 consumers"])
+router = APIRouter(tags=["Consumer (v2)"])
 
 BINARY_EXAMPLE = [
     {
@@ -124,6 +124,7 @@ def _positive(value: int | None) -> int | None:
 
 @hot_route(
     router, "GET", INSTANCE + "/records", query=RECORDS_QUERY,
+    operation_id="consumeRecords",
     summary="Read records (long poll)",
     description="Answers as soon as records are available, else after `timeout` (at most "
     "the instance's `consumer.request.timeout.ms`, and never more than the broker's "

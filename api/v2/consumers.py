@@ -38,7 +38,7 @@ from core.broker.consumer.instance import MAX_REQUEST_TIMEOUT_MS, id_problem
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 
-router = APIRouter(tags=["v2 consumers"], dependencies=[Depends(check_accept)])
+router = APIRouter(tags=["Consumer (v2)"], dependencies=[Depends(check_accept)])
 
 INSTANCE = "/consumers/{group}/instances/{instance}"
 _FETCH_MIN_BYTES_MAX = 10_000_000
@@ -142,6 +142,7 @@ def topic_partitions(rows: list[Any]) -> list[TopicPartition]:
 
 @router.post(
     "/consumers/{group}",
+    operation_id="createConsumer",
     summary="Create a consumer instance in a group",
     description="`name`: 1..249 characters of `[A-Za-z0-9._-]` (422 / 42204 otherwise); a "
     "new group's id likewise (400 / 40002). `consumer.request.timeout.ms`: 0..2^31-1 "
@@ -183,6 +184,7 @@ async def create_consumer(group: str, request: Request) -> Response:
 @router.delete(
     INSTANCE,
     status_code=204,
+    operation_id="deleteConsumer",
     summary="Delete a consumer instance",
     responses={**ok(None, status=204, description="Deleted"), **errors(404)},
 )
@@ -195,6 +197,7 @@ async def delete_consumer(group: str, instance: str, request: Request) -> Respon
 @router.post(
     INSTANCE + "/subscription",
     status_code=204,
+    operation_id="subscribe",
     summary="Subscribe to topics or a pattern",
     description="`topics` wins when both are given; replaces the previous subscription.",
     openapi_extra=json_body("SubscriptionRequest", {"topics": ["orders", "payments"]}),
@@ -223,6 +226,7 @@ async def subscribe(group: str, instance: str, request: Request) -> Response:
 
 @router.get(
     INSTANCE + "/subscription",
+    operation_id="getSubscription",
     summary="Current subscription",
     responses={**ok("SubscriptionOut", {"topics": ["orders", "payments"]}), **errors(404)},
 )
@@ -236,6 +240,7 @@ async def get_subscription(group: str, instance: str, request: Request) -> Respo
 @router.delete(
     INSTANCE + "/subscription",
     status_code=204,
+    operation_id="unsubscribe",
     summary="Unsubscribe from all",
     responses={**ok(None, status=204, description="Unsubscribed"), **errors(404)},
 )
@@ -248,6 +253,7 @@ async def unsubscribe(group: str, instance: str, request: Request) -> Response:
 @router.post(
     INSTANCE + "/assignments",
     status_code=204,
+    operation_id="assignPartitions",
     summary="Assign partitions manually",
     openapi_extra=json_body("PartitionsRequest", _TPS_EXAMPLE),
     responses={**ok(None, status=204, description="Assigned"), **errors(400, 404, 409, 415, 422)},
@@ -265,6 +271,7 @@ async def assign(group: str, instance: str, request: Request) -> Response:
 
 @router.get(
     INSTANCE + "/assignments",
+    operation_id="getAssignments",
     summary="Current assignment (manual or from the group)",
     responses={**ok("AssignmentsOut", _TPS_EXAMPLE), **errors(404)},
 )

@@ -32,7 +32,7 @@ from api.v2.schemas import COMMIT, PARTITIONS, POSITIONS
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 
-router = APIRouter(tags=["v2 consumers"], dependencies=[Depends(check_accept)])
+router = APIRouter(tags=["Consumer (v2)"], dependencies=[Depends(check_accept)])
 
 _TPS_EXAMPLE = {"partitions": [{"topic": "orders", "partition": 0}]}
 
@@ -76,6 +76,7 @@ def commit_offsets(rows: list[Any]) -> dict[TopicPartition, tuple[int, str]]:
 @router.post(
     INSTANCE + "/positions",
     status_code=204,
+    operation_id="seek",
     summary="Seek to offsets and/or timestamps",
     description="`offset` is the next offset to read; `timestamp` (ISO-8601, or epoch ms "
     "as a franz extension) seeks to the first record at or after that time.",
@@ -121,6 +122,7 @@ async def seek(group: str, instance: str, request: Request) -> Response:
 @router.post(
     INSTANCE + "/positions/beginning",
     status_code=204,
+    operation_id="seekToBeginning",
     summary="Seek partitions to their first offset",
     openapi_extra=json_body("PartitionsRequest", _TPS_EXAMPLE),
     responses={
@@ -140,6 +142,7 @@ async def seek_to_beginning(group: str, instance: str, request: Request) -> Resp
 @router.post(
     INSTANCE + "/positions/end",
     status_code=204,
+    operation_id="seekToEnd",
     summary="Seek partitions to their end (the high watermark)",
     openapi_extra=json_body("PartitionsRequest", _TPS_EXAMPLE),
     responses={
@@ -157,6 +160,7 @@ async def seek_to_end(group: str, instance: str, request: Request) -> Response:
 
 @router.post(
     INSTANCE + "/offsets",
+    operation_id="commitOffsets",
     summary="Commit offsets (last processed offset; franz stores offset + 1)",
     description="An empty body commits the instance's current positions.",
     openapi_extra=json_body(
@@ -174,7 +178,8 @@ async def seek_to_end(group: str, instance: str, request: Request) -> Response:
             "description": "Committed; the body is `[]`",
             "content": {
                 "application/vnd.kafka.v2+json": {
-                    "schema": {"type": "array", "maxItems": 0},
+                    "schema": {"type": "array", "maxItems": 0, "items": {
+                        "description": "None: the array is always empty"}},
                     "example": [],
                 }
             },
@@ -199,6 +204,7 @@ async def commit(
 
 @router.get(
     INSTANCE + "/offsets",
+    operation_id="getCommittedOffsets",
     summary="Committed offsets of partitions (GET with a JSON body)",
     description="The body lists the partitions; partitions without a commit are left out.",
     openapi_extra=json_body("PartitionsRequest", _TPS_EXAMPLE),

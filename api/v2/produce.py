@@ -51,7 +51,7 @@ from api.input_limits import (
     prefix_exceeds_record_limit,
     too_many_records,
 )
-from api.openapi import JSON_MEDIA, error_doc, errors, ok, ref
+from api.openapi import JSON_MEDIA, enum_schema, error_doc, errors, ok, ref
 from api.responses import check_accept
 from api.security.authorization import Need, may_create_topic, requires
 from api.v2.body import empty_body_error, parse
@@ -61,18 +61,20 @@ from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import ProduceColumns, ProduceResults, RecordResult
 from core.errors import FranzError
 
-router = APIRouter(tags=["v2 produce"], dependencies=[Depends(check_accept)])
+router = APIRouter(dependencies=[Depends(check_accept)])
 
 _ACKS = {"0": 0, "1": 1, "-1": -1, "all": -1}
 
-_ACKS_DOC = "franz extension: `0`, `1` (default) or `all`"
+_ACKS_DOC = ("franz extension: replicas that must have the records before the answer: "
+             "`0`, `1` (default) or `all` (also `-1`; any case)")
 _STRICT_DOC = "franz extension: answer with the first failed record's HTTP status"
 
 
 class ProduceQuery(TypedDict, total=False):
     """The query parameters of both produce routes (hot routes: ``api.hot_routes``)."""
 
-    acks: Annotated[str | None, Field(description=_ACKS_DOC, examples=["all"])]
+    acks: Annotated[str | None, enum_schema("0", "1", "all", "-1"),
+                    Field(description=_ACKS_DOC, examples=["all"])]
     strict: Annotated[bool, Field(description=_STRICT_DOC, json_schema_extra={"default": False})]
 
 
@@ -98,7 +100,8 @@ _OPENAPI_BODY = {
     "parameters": [IDEMPOTENCY_PARAMETER],
     "requestBody": {
         "required": True,
-        "description": "Embedded format by Content-Type; `application/json` means json.",
+        "description": "The embedded format is the Content-Type's: binary (keys and "
+        "values base64) or json; `application/json` means json.",
         "content": {
             "application/vnd.kafka.binary.v2+json": {
                 "schema": ref("BinaryProduceRequest"),
@@ -108,6 +111,8 @@ _OPENAPI_BODY = {
                 "schema": ref("JsonProduceRequest"),
                 "example": _JSON_EXAMPLE,
             },
+            # the json format's other name, the same schema (a generated client sends a
+            # JsonProduceRequest as application/json)
             "application/json": {"schema": ref("JsonProduceRequest"), "example": _JSON_EXAMPLE},
         },
     }
@@ -321,6 +326,7 @@ async def produce(request: Request, topic: str, partition: int | None) -> Respon
 
 @hot_route(
     router, "POST", "/topics/{topic}", query=PRODUCE_QUERY,
+    operation_id="produceToTopic", tags=["Topic (v2)"],
     summary="Produce records to a topic",
     description="Partition per record: its `partition`, else the key's hash, else "
     "round-robin per request.",
@@ -334,6 +340,7 @@ async def produce_to_topic(topic: str, request: Request) -> Response:
 
 @hot_route(
     router, "POST", "/topics/{topic}/partitions/{partition}", query=PRODUCE_QUERY,
+    operation_id="produceToPartition", tags=["Partition (v2)"],
     summary="Produce records to one partition",
     description="A record's own `partition` field, when given, wins over the path.",
     openapi_extra=_OPENAPI_BODY,

@@ -52,7 +52,7 @@ from core.broker.types import TopicPartition
 if TYPE_CHECKING:
     from core.broker.broker import Broker
 
-router = APIRouter(tags=["v2 records (franz)"])
+router = APIRouter(tags=["Partition (v2)"])
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 _HEADERS_DOC = {
@@ -90,6 +90,7 @@ RANGE_QUERY = HotQuery(RangeQuery)
 
 @hot_route(
     router, "GET", "/topics/{topic}/partitions/{partition}/records", query=RANGE_QUERY,
+    operation_id="readPartitionRecords",
     summary="Read a range of a partition without a consumer (franz)",
     description="Waits up to `timeout` ms for the first record; `timeout` may not exceed "
     "the broker's `consumer.request.timeout.max.ms` (default 300000; 400 above it).",

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, NotRequired, Required
 
-from pydantic import ConfigDict, Field, TypeAdapter, with_config
+from pydantic import ConfigDict, Field, TypeAdapter, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
 from api.input_limits import MAX_RECORDS_PER_REQUEST, Offset, PartitionId, Timestamp
+from api.openapi import enum_schema
 
 _FORBID = ConfigDict(extra="forbid")
 NonNegative = Annotated[int, Field(ge=0)]
+
+_B64 = "standard base64"
+_TOPIC = Field(description="The topic name", examples=["orders"])
+_PARTITION = Field(description="The partition id", examples=[0])
 
 
 # --- produce ----------------------------------------------------------------------------
@@ -26,108 +31,156 @@ NonNegative = Annotated[int, Field(ge=0)]
 class RecordHeaderIn(TypedDict):
     """franz extension: a record header; ``value`` is standard base64 or null."""
 
-    key: str
-    value: str | None
+    key: Annotated[str, Field(description="The header name", examples=["trace-id"])]
+    value: Annotated[str | None, Field(description=f"The header value, {_B64}; null: none",
+                                       examples=["MTIz"])]
+
+
+_HEADERS = Field(description="franz extension: record headers, in order")
+_TIMESTAMP = Field(description="franz extension: the record timestamp, epoch ms "
+                   "(0..2^63-1); default: now", examples=[1727784000000])
+_RECORD_PARTITION = Field(description="The partition to write to; default: by the key's "
+                          "hash, else round-robin per request")
 
 
 @with_config(_FORBID)
 class BinaryProduceRecord(TypedDict, total=False):
-    key: str | None  # standard base64
-    value: str | None  # standard base64
-    partition: PartitionId | None
-    headers: list[RecordHeaderIn] | None  # franz extension
-    timestamp: Timestamp | None  # franz extension: epoch ms, 0..2^63-1 (default: now)
+    key: Annotated[str | None, Field(description=f"The key, {_B64}; null or missing: no key",
+                                     examples=["a2V5"])]
+    value: Annotated[str | None, Field(description=f"The value, {_B64}; null: a tombstone",
+                                       examples=["Y29uZmx1ZW50"])]
+    partition: Annotated[PartitionId | None, _RECORD_PARTITION]
+    headers: Annotated[list[RecordHeaderIn] | None, _HEADERS]
+    timestamp: Annotated[Timestamp | None, _TIMESTAMP]
 
 
 @with_config(_FORBID)
 class JsonProduceRecord(TypedDict, total=False):
-    key: Any  # any JSON value
-    value: Any
-    partition: PartitionId | None
-    headers: list[RecordHeaderIn] | None  # franz extension
-    timestamp: Timestamp | None  # franz extension
+    key: Annotated[Any, Field(description="The key, any JSON value (stored as its JSON "
+                              "text); null or missing: no key", examples=["user-1"])]
+    value: Annotated[Any, Field(description="The value, any JSON value (stored as its JSON "
+                                "text)", examples=[{"clicks": 3}])]
+    partition: Annotated[PartitionId | None, _RECORD_PARTITION]
+    headers: Annotated[list[RecordHeaderIn] | None, _HEADERS]
+    timestamp: Annotated[Timestamp | None, _TIMESTAMP]
+
+
+_RECORDS = f"The records, 1 to {MAX_RECORDS_PER_REQUEST:,} per request"
+_KEY_SCHEMA = Field(description="Schema Registry formats only; franz has no registry: "
+                    "accepted and ignored")
+_SCHEMA_ID = Field(description="Schema Registry formats only: accepted and ignored")
 
 
 @with_config(_FORBID)
 class BinaryProduceRequest(TypedDict, total=False):
-    records: Required[Annotated[list[BinaryProduceRecord], Field(min_length=1, max_length=MAX_RECORDS_PER_REQUEST)]]
-    key_schema: str | None
-    key_schema_id: int | None
-    value_schema: str | None
-    value_schema_id: int | None
+    records: Required[Annotated[list[BinaryProduceRecord], Field(
+        min_length=1, max_length=MAX_RECORDS_PER_REQUEST, description=_RECORDS)]]
+    key_schema: Annotated[str | None, _KEY_SCHEMA]
+    key_schema_id: Annotated[int | None, _SCHEMA_ID]
+    value_schema: Annotated[str | None, _KEY_SCHEMA]
+    value_schema_id: Annotated[int | None, _SCHEMA_ID]
 
 
 @with_config(_FORBID)
 class JsonProduceRequest(TypedDict, total=False):
-    records: Required[Annotated[list[JsonProduceRecord], Field(min_length=1, max_length=MAX_RECORDS_PER_REQUEST)]]
-    key_schema: str | None
-    key_schema_id: int | None
-    value_schema: str | None
-    value_schema_id: int | None
+    records: Required[Annotated[list[JsonProduceRecord], Field(
+        min_length=1, max_length=MAX_RECORDS_PER_REQUEST, description=_RECORDS)]]
+    key_schema: Annotated[str | None, _KEY_SCHEMA]
+    key_schema_id: Annotated[int | None, _SCHEMA_ID]
+    value_schema: Annotated[str | None, _KEY_SCHEMA]
+    value_schema_id: Annotated[int | None, _SCHEMA_ID]
 
 
 class ProduceOffset(TypedDict):
-    partition: int | None
-    offset: int | None
-    error_code: int | None
-    error: str | None
+    partition: Annotated[int | None, Field(description="The partition written; null when "
+                                           "the record failed")]
+    offset: Annotated[int | None, Field(description="The record's offset; null when it "
+                                        "failed")]
+    error_code: Annotated[int | None, Field(description="null on success, else the error "
+                                            "code (413, 40402, 50002, 50003)")]
+    error: Annotated[str | None, Field(description="null on success, else why the record "
+                                       "failed")]
+
+
+_NULL_SCHEMA_ID = Field(description="Always null (no Schema Registry)")
 
 
 class ProduceResponse(TypedDict):
-    offsets: list[ProduceOffset]
-    key_schema_id: int | None
-    value_schema_id: int | None
+    offsets: Annotated[list[ProduceOffset], Field(description="One entry per record, in "
+                                                  "request order")]
+    key_schema_id: Annotated[int | None, _NULL_SCHEMA_ID]
+    value_schema_id: Annotated[int | None, _NULL_SCHEMA_ID]
 
 
 # --- metadata ---------------------------------------------------------------------------
 
 
 class ReplicaOut(TypedDict):
-    broker: int
-    leader: bool
-    in_sync: bool
+    broker: Annotated[int, Field(description="The broker holding the replica")]
+    leader: Annotated[bool, Field(description="Whether this replica is the leader")]
+    in_sync: Annotated[bool, Field(description="Whether this replica is in sync (ISR)")]
 
 
 class PartitionOut(TypedDict):
-    partition: int
-    leader: int
-    replicas: list[ReplicaOut]
+    partition: Annotated[int, _PARTITION]
+    leader: Annotated[int, Field(description="The leader's broker id; -1 while none")]
+    replicas: Annotated[list[ReplicaOut], Field(description="The partition's replicas")]
 
 
 class TopicOut(TypedDict):
-    name: str
-    configs: dict[str, str]
-    partitions: list[PartitionOut]
+    name: Annotated[str, _TOPIC]
+    configs: Annotated[dict[str, str], Field(description="The topic's config overrides, "
+                                             "name to value")]
+    partitions: Annotated[list[PartitionOut], Field(description="The topic's partitions")]
 
 
 class PartitionOffsetsOut(TypedDict):
-    beginning_offset: int
-    end_offset: int
+    beginning_offset: Annotated[int, Field(description="The first offset (the log start)")]
+    end_offset: Annotated[int, Field(description="The offset the next record will get "
+                                     "(the high watermark)")]
 
 
 class BrokersOut(TypedDict):
-    brokers: list[int]
+    brokers: Annotated[list[int], Field(description="The ids of the live brokers")]
 
 
 class ErrorBody(TypedDict):
-    error_code: int
-    message: str
+    error_code: Annotated[int, Field(description="The HTTP status, or a 5-digit Confluent "
+                                     "code that starts with it", examples=[40401])]
+    message: Annotated[str, Field(description="What went wrong",
+                                  examples=["Topic 'orders' not found."])]
 
 
 # --- consumers --------------------------------------------------------------------------
 
+_NAME = "1..249 characters of `[A-Za-z0-9._-]`; default: a generated id"
 CreateConsumerRequest = TypedDict(
     "CreateConsumerRequest",
     {
-        "name": str | None,
-        "id": str | None,  # deprecated alias of name
-        "format": str | None,
-        "auto.offset.reset": str | None,
-        "auto.commit.enable": str | bool | None,
-        "fetch.min.bytes": int | None,
-        "consumer.request.timeout.ms": int | None,
-        "responseMinBytes": int | None,  # alias of fetch.min.bytes
-        "requestWaitMs": int | None,  # alias of consumer.request.timeout.ms
+        "name": Annotated[str | None, Field(description=f"The instance id: {_NAME}",
+                                            examples=["my_consumer"])],
+        "id": Annotated[str | None, Field(description="Deprecated alias of `name`")],
+        "format": Annotated[str | None, enum_schema("binary", "json", nullable=True), Field(
+            description="The embedded format of records read (any case); default binary. "
+            "avro, jsonschema and protobuf need a Schema Registry (422)")],
+        "auto.offset.reset": Annotated[str | None, enum_schema(
+            "earliest", "latest", "none", nullable=True), Field(
+            description="Where to start without a committed offset (any case); default "
+            "the broker's")],
+        "auto.commit.enable": Annotated[str | bool | None, WithJsonSchema(
+            {"anyOf": [{"type": "string", "enum": ["true", "false"]}, {"type": "boolean"},
+                       {"type": "null"}]}), Field(
+            description='Commit positions after each read: "true" or "false" (any case), or '
+            "a JSON boolean")],
+        "fetch.min.bytes": Annotated[int | None, Field(
+            description="Bytes a read waits for, -1..10000000 (-1: the default)")],
+        "consumer.request.timeout.ms": Annotated[int | None, Field(
+            description="Longest wait of a read, ms, 0..2^31-1 (capped by the broker's "
+            "consumer.request.timeout.max.ms)")],
+        "responseMinBytes": Annotated[int | None, Field(
+            description="Legacy alias of `fetch.min.bytes`")],
+        "requestWaitMs": Annotated[int | None, Field(
+            description="Legacy alias of `consumer.request.timeout.ms`")],
     },
     total=False,
 )
@@ -135,114 +188,138 @@ CreateConsumerRequest.__pydantic_config__ = _FORBID  # type: ignore[attr-defined
 
 
 class CreateConsumerResponse(TypedDict):
-    instance_id: str
-    base_uri: str
+    instance_id: Annotated[str, Field(description="The instance id: `{instance}` of the "
+                                      "instance's routes", examples=["my_consumer"])]
+    base_uri: Annotated[str, Field(description="The instance's absolute URL")]
 
 
 @with_config(_FORBID)
 class SubscriptionRequest(TypedDict, total=False):
-    topics: list[str] | None
-    topic_pattern: str | None
+    topics: Annotated[list[str] | None, Field(description="Topics to subscribe to; wins "
+                                              "over `topic_pattern`",
+                                              examples=[["orders", "payments"]])]
+    topic_pattern: Annotated[str | None, Field(description="A regular expression: every "
+                                               "topic it matches, now and later",
+                                               examples=["orders-.*"])]
 
 
 class SubscriptionOut(TypedDict):
-    topics: list[str]
+    topics: Annotated[list[str], Field(description="The topics subscribed to")]
 
 
 @with_config(_FORBID)
 class TopicPartitionIn(TypedDict):
-    topic: str
-    partition: PartitionId
+    topic: Annotated[str, _TOPIC]
+    partition: Annotated[PartitionId, _PARTITION]
 
 
 class TopicPartitionOut(TypedDict):
-    topic: str
-    partition: int
+    topic: Annotated[str, _TOPIC]
+    partition: Annotated[int, _PARTITION]
 
 
 @with_config(_FORBID)
 class PartitionsRequest(TypedDict):
-    partitions: list[TopicPartitionIn]
+    partitions: Annotated[list[TopicPartitionIn], Field(description="The partitions")]
 
 
 class AssignmentsOut(TypedDict):
-    partitions: list[TopicPartitionOut]
+    partitions: Annotated[list[TopicPartitionOut], Field(description="The partitions the "
+                                                         "instance reads")]
+
+
+_METADATA = Field(description="Commit metadata: ignored by a seek")
 
 
 @with_config(_FORBID)
 class SeekOffset(TypedDict):
-    topic: str
-    partition: PartitionId
-    offset: Offset
-    metadata: NotRequired[str | None]
+    topic: Annotated[str, _TOPIC]
+    partition: Annotated[PartitionId, _PARTITION]
+    offset: Annotated[Offset, Field(description="The next offset to read, 0..2^63-2")]
+    metadata: NotRequired[Annotated[str | None, _METADATA]]
 
 
 @with_config(_FORBID)
 class SeekTimestamp(TypedDict):
-    topic: str
-    partition: PartitionId
-    timestamp: str | int  # ISO-8601; franz also takes epoch ms (0..2^63-1: api.v2.offsets)
-    metadata: NotRequired[str | None]
+    topic: Annotated[str, _TOPIC]
+    partition: Annotated[PartitionId, _PARTITION]
+    timestamp: Annotated[str | int, Field(
+        description="Seek to the first record at or after this time: ISO-8601 (naive "
+        "means UTC), or epoch ms 0..2^63-1 (franz extension)",
+        examples=["2024-10-01T12:00:00Z"])]
+    metadata: NotRequired[Annotated[str | None, _METADATA]]
 
 
 @with_config(_FORBID)
 class PositionsRequest(TypedDict, total=False):
-    offsets: list[SeekOffset] | None
-    timestamps: list[SeekTimestamp] | None
+    offsets: Annotated[list[SeekOffset] | None, Field(description="Partitions to move to "
+                                                      "an offset")]
+    timestamps: Annotated[list[SeekTimestamp] | None, Field(description="Partitions to "
+                                                            "move to a time")]
 
 
 @with_config(_FORBID)
 class CommitOffset(TypedDict):
-    topic: str
-    partition: PartitionId
-    offset: Offset  # the last offset processed (0..2^63-2); franz commits offset + 1
-    metadata: NotRequired[str | None]
+    topic: Annotated[str, _TOPIC]
+    partition: Annotated[PartitionId, _PARTITION]
+    offset: Annotated[Offset, Field(description="The last offset processed, 0..2^63-2; "
+                                    "franz commits offset + 1")]
+    metadata: NotRequired[Annotated[str | None, Field(description="Stored with the "
+                                                      "commit; default empty")]]
 
 
 @with_config(_FORBID)
 class CommitRequest(TypedDict):
-    offsets: list[CommitOffset]
+    offsets: Annotated[list[CommitOffset], Field(description="The offsets to commit")]
 
 
 class CommittedOffsetOut(TypedDict):
-    topic: str
-    partition: int
-    offset: int
-    metadata: str
+    topic: Annotated[str, _TOPIC]
+    partition: Annotated[int, _PARTITION]
+    offset: Annotated[int, Field(description="The committed offset: the next to read")]
+    metadata: Annotated[str, Field(description="The commit's metadata; empty when none")]
 
 
 class CommittedOffsetsOut(TypedDict):
-    offsets: list[CommittedOffsetOut]
+    offsets: Annotated[list[CommittedOffsetOut], Field(description="Partitions with a "
+                                                       "commit; the others are left out")]
 
 
 # --- consumed records -------------------------------------------------------------------
 
 
 class RecordHeaderOut(TypedDict):
-    key: str
-    value: str | None  # standard base64
+    key: Annotated[str, Field(description="The header name")]
+    value: Annotated[str | None, Field(description=f"The header value, {_B64}; null: none")]
+
+
+_OFFSET = Field(description="The record's offset")
+_TIMESTAMP_OUT = Field(description="franz extension: the record timestamp, epoch ms")
+_TIMESTAMP_TYPE = Field(description="franz extension: whether the producer "
+                        "(`CreateTime`) or the broker (`LogAppendTime`) set it")
+_HEADERS_OUT = Field(description="franz extension: the record headers, in record order")
 
 
 class BinaryRecordOut(TypedDict):
-    topic: str
-    partition: int
-    offset: int
-    key: str | None  # standard base64
-    value: str | None
-    timestamp: int  # franz extension: epoch ms
-    timestamp_type: Literal["CreateTime", "LogAppendTime"]  # franz extension
-    headers: list[RecordHeaderOut]  # franz extension, in record order
+    topic: Annotated[str, _TOPIC]
+    partition: Annotated[int, _PARTITION]
+    offset: Annotated[int, _OFFSET]
+    key: Annotated[str | None, Field(description=f"The key, {_B64}; null: none")]
+    value: Annotated[str | None, Field(description=f"The value, {_B64}; null: none")]
+    timestamp: Annotated[int, _TIMESTAMP_OUT]
+    timestamp_type: Annotated[Literal["CreateTime", "LogAppendTime"], _TIMESTAMP_TYPE]
+    headers: Annotated[list[RecordHeaderOut], _HEADERS_OUT]
 
 
 class JsonRecordOut(TypedDict):
-    topic: str
-    partition: int
-    offset: int
-    key: Any  # the stored bytes parsed as JSON
-    value: Any
-    timestamp: int
-    timestamp_type: Literal["CreateTime", "LogAppendTime"]
-    headers: list[RecordHeaderOut]
+    topic: Annotated[str, _TOPIC]
+    partition: Annotated[int, _PARTITION]
+    offset: Annotated[int, _OFFSET]
+    key: Annotated[Any, Field(description="The key, its stored bytes parsed as JSON")]
+    value: Annotated[Any, Field(description="The value, its stored bytes parsed as JSON")]
+    timestamp: Annotated[int, _TIMESTAMP_OUT]
+    timestamp_type: Annotated[Literal["CreateTime", "LogAppendTime"], _TIMESTAMP_TYPE]
+    headers: Annotated[list[RecordHeaderOut], _HEADERS_OUT]
 
 
 # --- adapters (built once; validation is the hot path of produce) -----------------------

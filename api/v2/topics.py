@@ -20,7 +20,9 @@ from core.broker.errors import UnknownPartitionError
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import PartitionInfo, TopicInfo
 
-router = APIRouter(tags=["v2 topics"], dependencies=[Depends(check_accept)])
+router = APIRouter(dependencies=[Depends(check_accept)])
+_TOPICS = ["Topic (v2)"]
+_PARTITIONS = ["Partition (v2)"]
 
 _PARTITION = {
     "partition": 0,
@@ -58,6 +60,8 @@ def _find(info: TopicInfo, partition: int) -> PartitionInfo:
 
 @router.get(
     "/topics",
+    operation_id="listTopics",
+    tags=_TOPICS,
     summary="List topic names (internal topics included)",
     responses={
         200: {
@@ -79,6 +83,8 @@ async def list_topics(request: Request) -> Response:
 
 @router.get(
     "/topics/{topic}",
+    operation_id="getTopic",
+    tags=_TOPICS,
     summary="Describe a topic",
     responses={**ok("TopicOut", _TOPIC), **errors(404)},
 )
@@ -89,6 +95,8 @@ async def get_topic(topic: str, request: Request) -> Response:
 
 @router.get(
     "/topics/{topic}/partitions",
+    operation_id="listPartitions",
+    tags=_PARTITIONS,
     summary="List a topic's partitions",
     responses={
         **{
@@ -116,6 +124,8 @@ async def list_partitions(topic: str, request: Request) -> Response:
 
 @router.get(
     "/topics/{topic}/partitions/{partition}",
+    operation_id="getPartition",
+    tags=_PARTITIONS,
     summary="Describe one partition",
     responses={**ok("PartitionOut", _PARTITION), **errors(404)},
 )
@@ -127,6 +137,8 @@ async def get_partition(topic: str, partition: int, request: Request) -> Respons
 
 @router.get(
     "/topics/{topic}/partitions/{partition}/offsets",
+    operation_id="getPartitionOffsets",
+    tags=_PARTITIONS,
     summary="First and next offsets of a partition",
     description="`beginning_offset` is the log start offset, `end_offset` the high "
     "watermark (the offset the next record will get once replicated).",

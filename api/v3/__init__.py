@@ -38,7 +38,7 @@ from api.v3 import (
     users,
 )
 from api.v3.group_admin import router as group_admin_router  # franz: offsets, reset, delete
-from api.v3.models import OPENAPI_SCHEMAS
+from api.v3.models import OPENAPI_SCHEMAS as _MODEL_SCHEMAS
 
 router = APIRouter()
 router.include_router(clusters.root_router)
@@ -48,5 +48,8 @@ for _module in (clusters, acls, users, configs, topics, partitions, consumer_gro
                 produce, produce_batch, records):
     router.include_router(_module.router)
 router.include_router(group_admin_router)
+
+#: Request shapes for ``components/schemas`` (responses come in as ``response_model``).
+OPENAPI_SCHEMAS = {**_MODEL_SCHEMAS, **acls.OPENAPI_SCHEMAS, **users.OPENAPI_SCHEMAS}
 
 __all__ = ["OPENAPI_SCHEMAS", "router"]

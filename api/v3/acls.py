@@ -25,6 +25,7 @@ from starlette.responses import Response
 from typing_extensions import TypedDict
 
 from api.errors import ApiError, ErrorCode
+from api.openapi import enum_parameter, enum_schema
 from api.security.authentication import client_host_of, principal_of
 from api.security.authorization import Need, requires, security_of
 from api.v3.common import (
@@ -36,7 +37,14 @@ from api.v3.common import (
     read_body,
     v3_json,
 )
-from api.v3.models import KafkaAclList
+from api.v3.models import (
+    ACL_OPERATIONS,
+    ACL_PATTERN_TYPES,
+    ACL_PERMISSIONS,
+    ACL_RESOURCE_TYPES,
+    DeletedKafkaAcls,
+    KafkaAclList,
+)
 from core.broker.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -50,7 +58,7 @@ from core.broker.security.acl import (
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 ACLs"],
+    tags=["ACL (v3)"],
     dependencies=[Depends(cluster_links)],
     default_response_class=V3Response,
 )
@@ -59,24 +67,43 @@ MAX_BATCH = 1000
 _Text = Annotated[str, Field(max_length=1024)]
 
 
-@with_config({"extra": "forbid"})
-class AclIn(TypedDict):
-    resource_type: _Text
-    resource_name: _Text
-    pattern_type: _Text
-    principal: _Text
-    host: _Text
-    operation: _Text
-    permission: _Text
+_ANY_CASE = " (any case)"
 
 
 @with_config({"extra": "forbid"})
-class AclBatchIn(TypedDict):
-    data: Annotated[list[AclIn], Field(min_length=1, max_length=MAX_BATCH)]
+class CreateAclRequest(TypedDict):
+    """One ACL to create; the enum fields are checked by hand (any case, ``_`` optional)."""
+
+    resource_type: Annotated[_Text, enum_schema(*ACL_RESOURCE_TYPES), Field(
+        description="The kind of resource" + _ANY_CASE, examples=["TOPIC"])]
+    resource_name: Annotated[_Text, Field(
+        description="The resource name, or its prefix (PREFIXED); `*` for every resource",
+        examples=["orders"])]
+    pattern_type: Annotated[_Text, enum_schema(*ACL_PATTERN_TYPES), Field(
+        description="How `resource_name` matches: LITERAL or PREFIXED" + _ANY_CASE,
+        examples=["LITERAL"])]
+    principal: Annotated[_Text, Field(
+        description="Who the rule is for, e.g. `User:alice`; `User:*` for everyone",
+        examples=["User:alice"])]
+    host: Annotated[_Text, Field(description="The client host it applies to; `*` for every "
+                                 "host", examples=["*"])]
+    operation: Annotated[_Text, enum_schema(*ACL_OPERATIONS), Field(
+        description="The operation allowed or denied" + _ANY_CASE, examples=["READ"])]
+    permission: Annotated[_Text, enum_schema(*ACL_PERMISSIONS), Field(
+        description="ALLOW or DENY" + _ANY_CASE, examples=["ALLOW"])]
 
 
-ACL_IN: TypeAdapter[AclIn] = TypeAdapter(AclIn)
-ACL_BATCH_IN: TypeAdapter[AclBatchIn] = TypeAdapter(AclBatchIn)
+@with_config({"extra": "forbid"})
+class CreateAclBatchRequest(TypedDict):
+    data: Annotated[list[CreateAclRequest], Field(
+        min_length=1, max_length=MAX_BATCH,
+        description=f"The ACLs to create, 1 to {MAX_BATCH}")]
+
+
+ACL_IN: TypeAdapter[CreateAclRequest] = TypeAdapter(CreateAclRequest)
+ACL_BATCH_IN: TypeAdapter[CreateAclBatchRequest] = TypeAdapter(CreateAclBatchRequest)
+#: The request bodies, for ``components/schemas``.
+OPENAPI_SCHEMAS = {t.__name__: t for t in (CreateAclRequest, CreateAclBatchRequest)}
 _EXAMPLE = {"resource_type": "TOPIC", "resource_name": "orders", "pattern_type": "LITERAL",
             "principal": "User:alice", "host": "*", "operation": "READ", "permission": "ALLOW"}
 
@@ -100,7 +127,7 @@ def _enum(kind: Any, field: str, text: str | None, *, concrete: bool) -> Any:
     return value
 
 
-def _binding(raw: AclIn, where: str = "") -> AclBinding:
+def _binding(raw: CreateAclRequest, where: str = "") -> AclBinding:
     try:
         pattern = ResourcePattern(
             _enum(ResourceType, f"{where}resource_type", raw["resource_type"], concrete=True),
@@ -133,6 +160,33 @@ def acl_data(links: Any, b: AclBinding) -> dict[str, Any]:
 
 
 FilterQuery = Annotated[str | None, Query(max_length=1024)]
+_FILTER = "ACL filter"
+
+
+def _filter_parameters(*, required: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The ACL filter's query parameters as documented: the enum ones with their values
+    (any case; missing or empty: ANY), the others free text (missing: any)."""
+    def enum(name: str, values: Any, what: str) -> dict[str, Any]:
+        param = enum_parameter(name, values, f"{_FILTER}: {what}{_ANY_CASE}; ANY or "
+                               "missing: every one")
+        param["required"] = name in required
+        return param
+
+    def text(name: str, what: str) -> dict[str, Any]:
+        return {"in": "query", "name": name, "required": False,
+                "description": f"{_FILTER}: {what}; missing: any",
+                "schema": {"type": "string", "maxLength": 1024}}
+
+    return [
+        enum("resource_type", [m.name for m in ResourceType], "the kind of resource"),
+        text("resource_name", "the resource name"),
+        enum("pattern_type", [m.name for m in PatternType],
+             "how the name matches; MATCH: every pattern that applies to `resource_name`"),
+        text("principal", "the principal, e.g. `User:alice`"),
+        text("host", "the client host"),
+        enum("operation", [m.name for m in Operation], "the operation"),
+        enum("permission", [m.name for m in Permission], "ALLOW or DENY"),
+    ]
 
 
 def _filter(resource_type: str | None, resource_name: str | None, pattern_type: str | None,
@@ -149,10 +203,12 @@ def _filter(resource_type: str | None, resource_name: str | None, pattern_type: 
 
 @router.get(
     "/acls",
+    operation_id="getKafkaAcls",
     summary="Search ACLs",
     description="Every filter is optional (ANY). `pattern_type=MATCH` finds every pattern "
     "that applies to `resource_name`.",
     response_model=KafkaAclList,
+    openapi_extra={"parameters": _filter_parameters()},
     responses=errors(400, 404),
 )
 @requires(Need(Operation.DESCRIBE, ResourceType.CLUSTER))
@@ -171,9 +227,13 @@ async def search_acls(
 @router.post(
     "/acls",
     status_code=201,
+    operation_id="createKafkaAcls",
     summary="Create an ACL",
+    response_class=Response,  # 201 without a body
     openapi_extra=body_doc("CreateAclRequest", _EXAMPLE),
-    responses={201: {"description": "Created; `Location` is the search URL of the ACL"},
+    responses={201: {"description": "Created", "headers": {"Location": {
+                   "description": "The search URL that finds the ACL",
+                   "schema": {"type": "string"}}}},
                **errors(400, 404, 415, 422)},
 )
 @requires(Need(Operation.ALTER, ResourceType.CLUSTER))
@@ -189,6 +249,7 @@ async def create_acl(links: ClusterLinks, request: Request) -> Response:
 @router.post(
     "/acls:batch",
     status_code=204,
+    operation_id="batchCreateKafkaAcls",
     summary="Create ACLs",
     openapi_extra=body_doc("CreateAclBatchRequest", {"data": [_EXAMPLE]}),
     responses={204: {"description": "Created"}, **errors(400, 404, 415, 422)},
@@ -205,9 +266,13 @@ async def create_acls(links: ClusterLinks, request: Request) -> Response:
 
 @router.delete(
     "/acls",
+    operation_id="deleteKafkaAcls",
     summary="Delete the ACLs matching a filter",
     description="`resource_type`, `pattern_type`, `operation` and `permission` are required "
     "(ANY allowed); the answer lists the ACLs deleted.",
+    response_model=DeletedKafkaAcls,
+    openapi_extra={"parameters": _filter_parameters(
+        required=("resource_type", "pattern_type", "operation", "permission"))},
     responses=errors(400, 404),
 )
 @requires(Need(Operation.ALTER, ResourceType.CLUSTER))

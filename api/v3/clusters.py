@@ -26,10 +26,9 @@ from api.v3.partitions import replica_data
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import BrokerInfo
 
-root_router = APIRouter(prefix="/v3", tags=["v3 clusters"], default_response_class=V3Response)
+root_router = APIRouter(prefix="/v3", tags=["Cluster (v3)"], default_response_class=V3Response)
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 clusters"],
     dependencies=[Depends(cluster_links)],
     default_response_class=V3Response,
 )
@@ -72,7 +71,8 @@ async def find_broker(request: Request, broker_id: int) -> BrokerInfo:
     raise not_found(f"Broker {broker_id} cannot be found.")
 
 
-@root_router.get("/clusters", summary="List clusters (the one)", response_model=KafkaClusterList)
+@root_router.get("/clusters", operation_id="listKafkaClusters", summary="List clusters (the one)",
+                 response_model=KafkaClusterList)
 @authenticated_only("the cluster id, which Kafka's metadata gives every client")
 async def list_clusters(request: Request) -> Response:
     broker = broker_of(request)
@@ -87,14 +87,16 @@ async def list_clusters(request: Request) -> Response:
     )
 
 
-@router.get("", summary="Describe the cluster", response_model=KafkaCluster, responses=errors(404))
+@router.get("", operation_id="getKafkaCluster", tags=["Cluster (v3)"],
+            summary="Describe the cluster", response_model=KafkaCluster, responses=errors(404))
 @authenticated_only("the cluster id, which Kafka's metadata gives every client")
 async def get_cluster(links: ClusterLinks, request: Request) -> Response:
     return v3_json(cluster_data(links, await broker_of(request).controller_id()))
 
 
 @router.get(
-    "/brokers", summary="List live brokers", response_model=KafkaBrokerList, responses=errors(404)
+    "/brokers", operation_id="listKafkaBrokers", tags=["Broker (v3)"],
+    summary="List live brokers", response_model=KafkaBrokerList, responses=errors(404)
 )
 @authenticated_only("the broker list, which Kafka's metadata gives every client")
 async def list_brokers(links: ClusterLinks, request: Request) -> Response:
@@ -104,6 +106,8 @@ async def list_brokers(links: ClusterLinks, request: Request) -> Response:
 
 @router.get(
     "/brokers/{broker_id}",
+    operation_id="getKafkaBroker",
+    tags=["Broker (v3)"],
     summary="Describe a broker",
     response_model=KafkaBroker,
     responses=errors(404),
@@ -115,6 +119,8 @@ async def get_broker(broker_id: int, links: ClusterLinks, request: Request) -> R
 
 @router.get(
     "/brokers/{broker_id}/partition-replicas",
+    operation_id="searchKafkaReplicasByBroker",
+    tags=["Replica (v3)"],
     summary="Replicas a broker holds, over all topics",
     response_model=KafkaReplicaList,
     responses=errors(404),

@@ -222,10 +222,11 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return out
 
 
-def body_doc(schema: str, example: Any, *, description: str = "") -> dict[str, Any]:
+def body_doc(schema: str, example: Any, *, description: str = "",
+             required: bool = True) -> dict[str, Any]:
     """``openapi_extra`` for a JSON body read by hand."""
     body: dict[str, Any] = {
-        "required": True,
+        "required": required,
         "content": {V3_MEDIA: {"schema": ref(schema), "example": example}},
     }
     if description:

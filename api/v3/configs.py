@@ -58,7 +58,7 @@ from core.storage.errors import InvalidConfigError
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 configs"],
+    tags=["Configs (v3)"],
     dependencies=[Depends(cluster_links)],
     default_response_class=V3Response,
 )
@@ -135,6 +135,7 @@ def _set_value(name: str, value: ConfigValueIn) -> str:
 
 @router.get(
     "/topics/-/configs",
+    operation_id="listKafkaAllTopicConfigs",
     summary="List the configs of every topic",
     response_model=KafkaTopicConfigList,
     responses=errors(404),
@@ -154,6 +155,7 @@ async def list_all_topic_configs(links: ClusterLinks, request: Request) -> Respo
 
 @router.get(
     _CONFIG,
+    operation_id="listKafkaTopicConfigs",
     summary="List a topic's configs (effective values, sorted by name)",
     response_model=KafkaTopicConfigList,
     responses=errors(404),
@@ -169,6 +171,7 @@ async def list_topic_configs(topic_name: str, links: ClusterLinks, request: Requ
 
 @router.get(
     _CONFIG + "/{name}",
+    operation_id="getKafkaTopicConfig",
     summary="Describe one topic config",
     response_model=KafkaTopicConfig,
     responses=errors(404),
@@ -185,6 +188,7 @@ async def get_topic_config(
 
 @router.put(
     _CONFIG + "/{name}",
+    operation_id="updateKafkaTopicConfig",
     summary="Set one topic config (applied at once)",
     status_code=204,
     openapi_extra=body_doc("UpdateConfigRequest", {"value": "86400000"}),
@@ -204,6 +208,7 @@ async def update_topic_config(
 
 @router.delete(
     _CONFIG + "/{name}",
+    operation_id="deleteKafkaTopicConfig",
     summary="Reset one topic config to its default",
     status_code=204,
     responses=errors(404),
@@ -220,6 +225,7 @@ async def reset_topic_config(
 
 @router.post(
     _CONFIG + ":alter",
+    operation_id="updateKafkaTopicConfigBatch",
     summary="Set and reset several topic configs at once",
     description="All changes apply together or none does. `operation` is `SET` (default) "
     "or `DELETE`; `validate_only` checks without applying.",
@@ -273,6 +279,7 @@ async def _broker_entries(request: Request, broker_id: int) -> list[ConfigEntry]
 
 @router.get(
     "/brokers/{broker_id}/configs",
+    operation_id="listKafkaBrokerConfigs",
     summary="List a broker's configs (static: read-only)",
     response_model=KafkaBrokerConfigList,
     responses=errors(404),
@@ -289,6 +296,7 @@ async def list_broker_configs(broker_id: int, links: ClusterLinks, request: Requ
 
 @router.get(
     "/brokers/{broker_id}/configs/{name}",
+    operation_id="getKafkaBrokerConfig",
     summary="Describe one broker config",
     response_model=KafkaBrokerConfig,
     responses=errors(404),
@@ -305,6 +313,7 @@ async def get_broker_config(
 
 @router.get(
     "/broker-configs",
+    operation_id="listKafkaClusterConfigs",
     summary="List dynamic cluster-wide broker configs (franz has none)",
     response_model=KafkaClusterConfigList,
     responses=errors(404),
@@ -316,6 +325,7 @@ async def list_cluster_configs(links: ClusterLinks) -> Response:
 
 @router.get(
     "/broker-configs/{name}",
+    operation_id="getKafkaClusterConfig",
     summary="Describe a dynamic cluster-wide broker config (franz has none: 404)",
     response_model=KafkaClusterConfig,
     responses=errors(404),

@@ -34,7 +34,7 @@ from core.broker.types import OFFSETS_TOPIC
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 consumer groups"],
+    tags=["Consumer Group (v3)"],
     dependencies=[Depends(cluster_links)],
     default_response_class=V3Response,
 )
@@ -130,6 +130,7 @@ def find_member(desc: GroupDescription, consumer_id: str) -> MemberDescription:
 
 @router.get(
     "/consumer-groups",
+    operation_id="listKafkaConsumerGroups",
     summary="List consumer groups",
     response_model=KafkaConsumerGroupList,
     responses=errors(404),
@@ -147,6 +148,7 @@ async def list_groups(links: ClusterLinks, request: Request) -> Response:
 
 @router.get(
     _GROUP,
+    operation_id="getKafkaConsumerGroup",
     summary="Describe a consumer group",
     response_model=KafkaConsumerGroup,
     responses=errors(404),
@@ -159,6 +161,7 @@ async def get_group(consumer_group_id: str, links: ClusterLinks, request: Reques
 
 @router.get(
     _GROUP + "/consumers",
+    operation_id="listKafkaConsumers",
     summary="List a group's consumers",
     response_model=KafkaConsumerList,
     responses=errors(404),
@@ -173,6 +176,7 @@ async def list_consumers(consumer_group_id: str, links: ClusterLinks, request: R
 
 @router.get(
     _CONSUMER,
+    operation_id="getKafkaConsumer",
     summary="Describe a consumer",
     response_model=KafkaConsumer,
     responses=errors(404),
@@ -187,6 +191,7 @@ async def get_consumer(
 
 @router.get(
     _CONSUMER + "/assignments",
+    operation_id="listKafkaConsumerAssignment",
     summary="List a consumer's assigned partitions",
     response_model=KafkaConsumerAssignmentList,
     responses=errors(404),
@@ -207,6 +212,7 @@ async def list_assignments(
 
 @router.get(
     _CONSUMER + "/assignments/{topic_name}/partitions/{partition_id}",
+    operation_id="getKafkaConsumerAssignment",
     summary="Describe one assignment",
     response_model=KafkaConsumerAssignment,
     responses=errors(404),

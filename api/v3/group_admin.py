@@ -52,7 +52,7 @@ from core.broker.types import TopicPartition
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 consumer groups"],
+    tags=["Consumer Group (v3)"],
     dependencies=[Depends(cluster_links)],
     default_response_class=V3Response,
 )
@@ -65,37 +65,48 @@ _FORBID = ConfigDict(extra="forbid")
 class KafkaConsumerGroupOffset(TypedDict):
     """franz: one partition of a group, as ``kafka-consumer-groups --describe`` shows it."""
 
-    kind: str
-    cluster_id: str
-    consumer_group_id: str
-    topic_name: str
-    partition_id: int
-    current_offset: int | None  # the committed offset; null when none is
-    log_end_offset: int  # the high watermark
-    lag: int | None  # null without a committed offset
-    consumer_id: str  # "" when no member is assigned the partition
-    host: str
-    client_id: str
+    kind: Annotated[str, Field(description="The resource type: KafkaConsumerGroupOffset")]
+    cluster_id: Annotated[str, Field(description="The cluster id")]
+    consumer_group_id: Annotated[str, Field(description="The consumer group id")]
+    topic_name: Annotated[str, Field(description="The topic name")]
+    partition_id: Annotated[int, Field(description="The partition id")]
+    current_offset: Annotated[int | None, Field(
+        description="The committed offset (the next to read); null when none is")]
+    log_end_offset: Annotated[int, Field(description="The high watermark")]
+    lag: Annotated[int | None, Field(description="`log_end_offset - current_offset`; null "
+                                     "without a committed offset")]
+    consumer_id: Annotated[str, Field(description="The member assigned the partition; "
+                                      "empty when none is")]
+    host: Annotated[str, Field(description="That member's host; empty when none")]
+    client_id: Annotated[str, Field(description="That member's `client.id`; empty when "
+                                    "none")]
 
 
 @with_config(_FORBID)
 class KafkaConsumerGroupOffsetList(TypedDict):
-    kind: str
-    metadata: CollectionMetadata
-    data: list[KafkaConsumerGroupOffset]
+    kind: Annotated[str, Field(description="The resource type: KafkaConsumerGroupOffsetList")]
+    metadata: Annotated[CollectionMetadata, Field(description="The collection's URL; "
+                                                  "`next` is always null")]
+    data: Annotated[list[KafkaConsumerGroupOffset], Field(
+        description="Every partition the group committed or is assigned, sorted")]
 
 
 @with_config(_FORBID)
 class ConsumerGroupOffsetIn(TypedDict):
-    topic_name: Annotated[str, Field(min_length=1)]
-    partition_id: Annotated[int, Field(ge=0, le=INT32_MAX)]
-    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET)]
+    topic_name: Annotated[str, Field(min_length=1, description="The topic name",
+                                     examples=["orders"])]
+    partition_id: Annotated[int, Field(ge=0, le=INT32_MAX, description="The partition id",
+                                       examples=[0])]
+    offset: Annotated[int, Field(ge=0, le=MAX_OFFSET, description="The offset to commit: "
+                                 "the next the group reads, 0..2^63-2", examples=[42])]
 
 
 @with_config(_FORBID)
 class AlterConsumerGroupOffsetsRequest(TypedDict, total=False):
-    data: Required[Annotated[list[ConsumerGroupOffsetIn], Field(min_length=1)]]
-    validate_only: bool | None
+    data: Required[Annotated[list[ConsumerGroupOffsetIn], Field(
+        min_length=1, description="The offsets, written together")]]
+    validate_only: Annotated[bool | None, Field(description="Only check the request; "
+                                                "write nothing")]
 
 
 ALTER_OFFSETS = TypeAdapter(AlterConsumerGroupOffsetsRequest)
@@ -143,6 +154,7 @@ def _not_inactive(desc: GroupDescription) -> ApiError:
 
 @router.get(
     _GROUP + "/offsets",
+    operation_id="listKafkaConsumerGroupOffsets",
     summary="franz: every partition of a group with its offset, end, lag and member",
     response_model=KafkaConsumerGroupOffsetList,
     responses=errors(404),
@@ -183,6 +195,7 @@ async def list_group_offsets(
 
 @router.post(
     _GROUP + "/offsets:alter",
+    operation_id="updateKafkaConsumerGroupOffsets",
     summary="franz: set a group's committed offsets (the group must have no members)",
     status_code=204,
     openapi_extra=_ALTER_DOC,
@@ -216,6 +229,7 @@ async def alter_group_offsets(
 
 @router.delete(
     _GROUP,
+    operation_id="deleteKafkaConsumerGroup",
     summary="franz: delete a consumer group and its committed offsets (it must be empty)",
     status_code=204,
     responses=errors(400, 404),

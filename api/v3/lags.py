@@ -32,7 +32,7 @@ from core.broker.security.acl import Operation, ResourceType
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 consumer groups"],
+    tags=["Consumer Group (v3)"],
     dependencies=[Depends(cluster_links)],
     default_response_class=V3Response,
 )
@@ -146,6 +146,7 @@ def summary_data(links: Links, group: str, lags: list[Lag]) -> dict[str, Any]:
 
 @router.get(
     _GROUP + "/lags",
+    operation_id="listKafkaConsumerLags",
     summary="Lag of every partition the group committed, largest first",
     response_model=KafkaConsumerLagList,
     responses=errors(404),
@@ -162,6 +163,7 @@ async def list_lags(consumer_group_id: str, links: ClusterLinks, request: Reques
 
 @router.get(
     _GROUP + "/lags/{topic_name}/partitions/{partition_id}",
+    operation_id="getKafkaConsumerLag",
     summary="Lag of one partition",
     response_model=KafkaConsumerLag,
     responses=errors(404),
@@ -184,6 +186,7 @@ async def get_lag(
 
 @router.get(
     _GROUP + "/lag-summary",
+    operation_id="getKafkaConsumerGroupLagSummary",
     summary="The group's largest and total lag",
     response_model=KafkaConsumerGroupLagSummary,
     responses=errors(404),

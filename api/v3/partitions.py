@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from api.deps import broker_of
 from api.errors import ApiError, ErrorCode
+from api.openapi import enum_parameter
 from api.security.authorization import Need, requires
 from api.v3.common import ClusterLinks, Links, V3Response, cluster_links, errors, not_found, v3_json
 from api.v3.models import (
@@ -29,12 +30,13 @@ from core.broker.types import PartitionInfo, TopicInfo
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 partitions"],
     dependencies=[Depends(cluster_links)],
     default_response_class=V3Response,
 )
 
 _TOPIC = "/topics/{topic_name}"
+_PARTITIONS = ["Partition (v3)"]
+_REPLICAS = ["Replica (v3)"]
 _PARTITION = _TOPIC + "/partitions/{partition_id}"
 
 
@@ -77,6 +79,8 @@ def replica_data(links: Links, topic: str, p: PartitionInfo, broker_id: int) -> 
 
 @router.get(
     _TOPIC + "/partitions",
+    operation_id="listKafkaPartitions",
+    tags=_PARTITIONS,
     summary="List a topic's partitions",
     response_model=KafkaPartitionList,
     responses=errors(404),
@@ -92,6 +96,8 @@ async def list_partitions(topic_name: str, links: ClusterLinks, request: Request
 
 @router.get(
     _PARTITION,
+    operation_id="getKafkaPartition",
+    tags=_PARTITIONS,
     summary="Describe a partition",
     response_model=KafkaPartition,
     responses=errors(404),
@@ -106,10 +112,15 @@ async def get_partition(
 
 @router.get(
     _PARTITION + "/offset",
+    operation_id="listKafkaPartitionOffsets",
+    tags=_PARTITIONS,
     summary="Earliest and latest offsets of a partition",
     description="`earliest_offset` is the log start offset, `latest_offset` the high "
     "watermark. `offset_type` accepts only `earliest_and_latest` (Confluent).",
     response_model=KafkaPartitionWithOffsets,
+    openapi_extra={"parameters": [enum_parameter(
+        "offset_type", ["earliest_and_latest"], "The offsets to answer: only "
+        "`earliest_and_latest`", default="earliest_and_latest")]},
     responses=errors(400, 404),
 )
 @requires(Need(Operation.DESCRIBE, ResourceType.TOPIC, "topic_name"))
@@ -138,6 +149,8 @@ async def get_partition_offsets(
 
 @router.get(
     _PARTITION + "/replicas",
+    operation_id="listKafkaReplicas",
+    tags=_REPLICAS,
     summary="List a partition's replicas",
     response_model=KafkaReplicaList,
     responses=errors(404),
@@ -154,6 +167,8 @@ async def list_replicas(
 
 @router.get(
     _PARTITION + "/replicas/{broker_id}",
+    operation_id="getKafkaReplica",
+    tags=_REPLICAS,
     summary="Describe one replica of a partition",
     response_model=KafkaReplica,
     responses=errors(404),

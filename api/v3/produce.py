@@ -81,7 +81,7 @@ from core.errors import FranzError
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 records"],
+    tags=["Records (v3)"],
     dependencies=[Depends(check_cluster)],
     default_response_class=V3Response,
 )
@@ -452,6 +452,7 @@ async def _rest(
 
 @router.post(
     "/topics/{topic_name}/records",
+    operation_id="produceRecord",
     summary="Produce records (one, several back to back, or a stream)",
     description="One delivery report per record, in order, each followed by `\\r\\n`; "
     "HTTP 200 even when records fail (each report has its own `error_code`). At most "

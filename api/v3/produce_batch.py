@@ -53,7 +53,7 @@ from core.broker.security.acl import Operation, ResourceType
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 records"],
+    tags=["Records (v3)"],
     dependencies=[Depends(check_cluster)],
     default_response_class=V3Response,
 )
@@ -142,6 +142,7 @@ def _answer(ids: list[str], reports: list[dict[str, Any]]) -> dict[str, list[dic
 @router.post(
     "/topics/{topic_name}/records:batch",
     status_code=207,
+    operation_id="produceRecordsBatch",
     summary="Produce a batch of records",
     description="Up to `api.v3.produce.batch.maximum.entries` (default 10, at most "
     f"{BATCH_ENTRIES_CEILING}) records, each with an `id` (1 to 80 of `[0-9a-zA-Z-_]`, "

@@ -32,6 +32,7 @@ from api.v3.common import (
     ClusterLinks,
     Links,
     V3Response,
+    body_doc,
     cluster_links,
     errors,
     not_found,
@@ -39,17 +40,25 @@ from api.v3.common import (
     require_json_type,
     v3_json,
 )
-from api.v3.models import KafkaReassignment, KafkaReassignmentList
+from api.v3.models import (
+    KafkaReassignment,
+    KafkaReassignmentList,
+    PartitionReassignmentPlan,
+    PreferredReplicaElection,
+)
 from core.broker.security.acl import Operation, ResourceType
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 partitions"],
+    tags=["Partition (v3)"],
     dependencies=[Depends(cluster_links)],
     default_response_class=V3Response,
 )
 
 _BODY = TypeAdapter(dict[str, Any])
+_REASSIGN_EXAMPLE = {"version": 1,
+                     "partitions": [{"topic": "orders", "partition": 0, "replicas": [1, 2, 3]}]}
+_ELECTION_EXAMPLE = {"version": 1, "partitions": [{"topic": "orders", "partition": 0}]}
 
 
 def _data(links: Links, topic: str, partition: int, adding: tuple[int, ...],
@@ -75,7 +84,8 @@ async def _moving(request: Request, topic: str | None = None,
             if (topic is None or r[0] == topic) and (partition is None or r[1] == partition)]
 
 
-@router.get("/topics/-/partitions/-/reassignment", summary="List ongoing reassignments",
+@router.get("/topics/-/partitions/-/reassignment", operation_id="listKafkaReassignments",
+            summary="List ongoing reassignments",
             response_model=KafkaReassignmentList, responses=errors(404))
 @requires(Need(Operation.DESCRIBE, ResourceType.CLUSTER))
 async def list_all_reassignments(links: ClusterLinks, request: Request) -> Response:
@@ -85,6 +95,7 @@ async def list_all_reassignments(links: ClusterLinks, request: Request) -> Respo
 
 
 @router.get("/topics/{topic_name}/partitions/-/reassignment",
+            operation_id="listKafkaReassignmentsByTopic",
             summary="List a topic's ongoing reassignments",
             response_model=KafkaReassignmentList, responses=errors(404))
 @requires(Need(Operation.DESCRIBE, ResourceType.CLUSTER))
@@ -96,6 +107,7 @@ async def list_topic_reassignments(topic_name: str, links: ClusterLinks,
 
 
 @router.get("/topics/{topic_name}/partitions/{partition_id}/reassignment",
+            operation_id="getKafkaReassignment",
             summary="A partition's ongoing reassignment (404 when it is not moving)",
             response_model=KafkaReassignment, responses=errors(404))
 @requires(Need(Operation.DESCRIBE, ResourceType.CLUSTER))
@@ -108,9 +120,14 @@ async def get_reassignment(topic_name: str, partition_id: int, links: ClusterLin
     return v3_json(_data(links, t, p, a, r))
 
 
-@router.post("/reassignments", status_code=202,
+@router.post("/reassignments", status_code=202, operation_id="createKafkaReassignment",
              summary="franz: start a partition reassignment (Kafka's reassignment JSON)",
-             responses=errors(400, 404, 415, 422))
+             description="The controller carries it out; `GET .../reassignment` shows the "
+             "partitions still moving. 400 while another reassignment runs.",
+             response_model=PartitionReassignmentPlan,
+             openapi_extra=body_doc("PartitionReassignmentRequest", _REASSIGN_EXAMPLE),
+             responses={202: {"description": "Accepted: the reassignment asked for"},
+                        **errors(400, 404, 415, 422)})
 @requires(Need(Operation.ALTER, ResourceType.CLUSTER), audited=True)
 async def start_reassignment(links: ClusterLinks, request: Request) -> Response:
     body = await read_body(request, _BODY)
@@ -121,8 +138,14 @@ async def start_reassignment(links: ClusterLinks, request: Request) -> Response:
 
 
 @router.post("/preferred-replica-election", status_code=202,
+             operation_id="createKafkaPreferredReplicaElection",
              summary="franz: elect preferred leaders (Kafka's election JSON; no body: all)",
-             responses=errors(400, 404, 415))
+             response_model=PreferredReplicaElection,
+             openapi_extra=body_doc("PreferredReplicaElectionRequest", _ELECTION_EXAMPLE,
+                                    required=False,
+                                    description="No body: every partition of every topic"),
+             responses={202: {"description": "Accepted: the partitions named"},
+                        **errors(400, 404, 415)})
 @requires(Need(Operation.ALTER, ResourceType.CLUSTER), audited=True)
 async def preferred_replica_election(links: ClusterLinks, request: Request) -> Response:
     raw = await request.body()

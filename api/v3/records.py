@@ -38,6 +38,7 @@ from starlette.responses import Response
 from api.deps import broker_of
 from api.errors import ApiError, ErrorCode
 from api.input_limits import INT32_MAX, MAX_OFFSET, check_timeout_param
+from api.openapi import enum_parameter
 from api.security.authorization import Need, requires
 from api.v3.common import (
     ClusterLinks,
@@ -53,7 +54,7 @@ from core.storage.records import Record
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 records"],
+    tags=["Records (v3)"],
     dependencies=[Depends(cluster_links)],
     default_response_class=V3Response,
 )
@@ -126,11 +127,17 @@ def record_data(partition: int, r: Record, key_fmt: str, value_fmt: str) -> dict
 
 @router.get(
     "/topics/{topic_name}/partitions/{partition_id}/records",
+    operation_id="listKafkaRecords",
     summary="Read records of a partition (franz; long poll)",
     description="Records from `offset` (default: the log start) below the high watermark; "
     "waits up to `timeout` ms for the first one (at most the broker's "
     "`consumer.request.timeout.max.ms`, default 300000; 400 above it).",
     response_model=KafkaRecordList,
+    openapi_extra={"parameters": [
+        enum_parameter(name, FORMATS, f"How to show each record's {what}: BINARY "
+                       "(base64), JSON or STRING (any case); bytes that are not valid "
+                       "JSON or UTF-8 come as BINARY", default="BINARY")
+        for name, what in (("key_format", "key"), ("value_format", "value"))]},
     responses=errors(400, 404, 416),
 )
 @requires(Need(Operation.READ, ResourceType.TOPIC, "topic_name"))

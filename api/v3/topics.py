@@ -57,7 +57,7 @@ from core.storage.config import is_valid_topic_name
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 topics"],
+    tags=["Topic (v3)"],
     dependencies=[Depends(cluster_links)],
     default_response_class=V3Response,
 )
@@ -100,6 +100,7 @@ def _operations(request: Request, topic: str, include: bool) -> list[str] | None
 
 @router.get(
     "/topics",
+    operation_id="listKafkaTopics",
     summary="List topics (internal ones included), sorted by name",
     response_model=KafkaTopicList,
     responses=errors(400, 404),  # 400: a bad include_authorized_operations
@@ -119,6 +120,7 @@ async def list_topics(
 
 @router.get(
     "/topics/{topic_name}",
+    operation_id="getKafkaTopic",
     summary="Describe a topic",
     response_model=KafkaTopic,
     responses=errors(400, 404),  # 400: a bad include_authorized_operations
@@ -163,12 +165,15 @@ def _create_args(req: CreateTopicRequest) -> dict[str, Any]:
 
 @router.post(
     "/topics",
+    operation_id="createKafkaTopic",
     summary="Create a topic",
     description="201 with the topic and `Location`; `validate_only`: 200, nothing created.",
     status_code=201,
     response_model=KafkaTopic,
     openapi_extra=body_doc("CreateTopicRequest", _CREATE_EXAMPLE),
     responses={
+        201: {"description": "Created", "headers": {"Location": {
+            "description": "The new topic's URL", "schema": {"type": "string"}}}},
         200: {
             "description": "validate_only: the topic as it would be; nothing created",
             "content": {V3_MEDIA: {"schema": ref("KafkaTopic")}},
@@ -190,6 +195,7 @@ async def create_topic(links: ClusterLinks, request: Request) -> Response:
 
 @router.patch(
     "/topics/{topic_name}",
+    operation_id="updatePartitionCountKafkaTopic",
     summary="Increase a topic's partition count",
     description="The count can only grow: the same or a smaller count is 400 / 40002.",
     response_model=KafkaTopic,
@@ -209,6 +215,7 @@ async def update_partitions_count(
 
 @router.delete(
     "/topics/{topic_name}",
+    operation_id="deleteKafkaTopic",
     summary="Delete a topic",
     status_code=204,
     responses=errors(400, 404),

@@ -36,12 +36,13 @@ from api.v3.common import (
     read_body,
     v3_json,
 )
+from api.v3.models import KafkaApiKey, KafkaUserList
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.security.credentials import MAX_SECRET_BYTES, check_user_name, new_api_key
 
 router = APIRouter(
     prefix="/v3/clusters/{cluster_id}",
-    tags=["v3 users (franz)"],
+    tags=["User (v3)"],
     dependencies=[Depends(cluster_links)],
     default_response_class=V3Response,
 )
@@ -50,11 +51,15 @@ UserName = Annotated[str, Path(max_length=255, description="The user (or API key
 
 
 @with_config({"extra": "forbid"})
-class PasswordIn(TypedDict):
-    password: Annotated[str, Field(min_length=1, max_length=MAX_SECRET_BYTES)]
+class PutUserRequest(TypedDict):
+    password: Annotated[str, Field(min_length=1, max_length=MAX_SECRET_BYTES,
+                                   description="The user's new password (HTTP Basic)",
+                                   examples=["s3cret-Passw0rd"])]
 
 
-PASSWORD_IN: TypeAdapter[PasswordIn] = TypeAdapter(PasswordIn)
+PASSWORD_IN: TypeAdapter[PutUserRequest] = TypeAdapter(PutUserRequest)
+#: The request body, for ``components/schemas``.
+OPENAPI_SCHEMAS = {"PutUserRequest": PutUserRequest}
 
 
 def _user_data(links: ClusterLinks, name: str) -> dict[str, Any]:
@@ -62,7 +67,8 @@ def _user_data(links: ClusterLinks, name: str) -> dict[str, Any]:
             "cluster_id": links.cluster_id, "user_name": name}
 
 
-@router.get("/users", summary="franz: list users and API keys", responses=errors(404))
+@router.get("/users", operation_id="listKafkaUsers", summary="franz: list users and API keys",
+            response_model=KafkaUserList, responses=errors(404))
 @requires(Need(Operation.DESCRIBE, ResourceType.CLUSTER))
 async def list_users(links: ClusterLinks, request: Request) -> Response:
     names = await security_of(request).list_users()
@@ -73,6 +79,7 @@ async def list_users(links: ClusterLinks, request: Request) -> Response:
 @router.put(
     "/users/{user_name}",
     status_code=204,
+    operation_id="updateKafkaUser",
     summary="franz: create a user or replace its password",
     openapi_extra=body_doc("PutUserRequest", {"password": "s3cret-Passw0rd"}),
     responses={204: {"description": "Stored"}, **errors(400, 404, 415, 422)},
@@ -92,6 +99,7 @@ async def put_user(user_name: UserName, links: ClusterLinks, request: Request) -
 @router.delete(
     "/users/{user_name}",
     status_code=204,
+    operation_id="deleteKafkaUser",
     summary="franz: delete a user or API key",
     responses={204: {"description": "Deleted"}, **errors(404)},
 )
@@ -105,7 +113,9 @@ async def delete_user(user_name: UserName, links: ClusterLinks, request: Request
 @router.post(
     "/api-keys",
     status_code=201,
+    operation_id="createKafkaApiKey",
     summary="franz: create an API key (a user with a generated secret, shown once)",
+    response_model=KafkaApiKey,
     responses={201: {"description": "The key and its secret"}, **errors(404)},
 )
 @requires(Need(Operation.ALTER, ResourceType.CLUSTER))
