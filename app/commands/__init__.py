@@ -27,8 +27,10 @@ record failed, 2 bad usage or no server at the URL, 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import importlib
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -119,6 +121,52 @@ def _fraction(text: str) -> float:
     return value
 
 
+_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?"
+                       r"(Z|[+-]\d{2}(?::?\d{2})?)?", re.IGNORECASE)
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)(?:[.,](\d{1,9}))?S)?)?",
+                       re.IGNORECASE)
+
+
+def _kafka_datetime(text: str) -> int:
+    """kafka-consumer-groups.sh's --to-datetime, ``YYYY-MM-DDTHH:mm:SS.sss`` with an
+    optional zone (``Z``, ``+02``, ``+0200``, ``+02:00``; none: UTC, as Kafka) -> epoch
+    ms. Seconds and their fraction may be left out."""
+    found = _DATETIME.fullmatch(text.strip())
+    bad = argparse.ArgumentTypeError(
+        f"expected YYYY-MM-DDTHH:mm:SS.sss with an optional zone (Z, +02:00), got {text!r}")
+    if not found:
+        raise bad
+    year, month, day, hour, minute, second, fraction, zone = found.groups()
+    offset = dt.timedelta(0)
+    if zone and zone.upper() != "Z":
+        digits = zone[1:].replace(":", "")
+        offset = dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:] or 0))
+        if zone[0] == "-":
+            offset = -offset
+    try:
+        when = dt.datetime(int(year), int(month), int(day), int(hour), int(minute),
+                           int(second or 0), int((fraction or "0").ljust(6, "0")[:6]),
+                           tzinfo=dt.timezone(offset))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+    ms = int(when.timestamp() * 1000)
+    if ms < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is before 1970")
+    return ms
+
+
+def _iso_duration(text: str) -> int:
+    """kafka-consumer-groups.sh's --by-duration, an ISO-8601 duration ``PnDTnHnMnS``
+    (Java's Duration.parse without signs; seconds may have a fraction) -> milliseconds."""
+    found = _DURATION.fullmatch(text.strip())
+    if not found or not any(found.groups()) or text.strip().upper().endswith("T"):
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO-8601 duration PnDTnHnMnS (e.g. PT30M, P1DT12H), got {text!r}")
+    days, hours, minutes, seconds = (int(g or 0) for g in found.groups()[:4])
+    millis = int((found.group(5) or "0").ljust(3, "0")[:3])
+    return (((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000 + millis
+
+
 def _topics(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("topics", parents=[common],
                        help="create, list, describe, alter, delete topics",
@@ -129,7 +177,8 @@ def _topics(sub: Any, common: argparse.ArgumentParser) -> None:
                        ("alter", "add partitions (--partitions) and set or reset configs"),
                        ("delete", "delete a topic")):
         action.add_argument(f"--{name}", dest="action", action="store_const", const=name, help=text)
-    p.add_argument("--topic", help="the topic")
+    p.add_argument("--topic", help="the topic; with --list and --describe also a regular "
+                                   "expression the whole name must match, e.g. 'orders-.*'")
     p.add_argument("--partitions", type=_positive,
                    help="partition count (create; alter: the new, larger count)")
     p.add_argument("--replication-factor", type=_positive, help="replicas per partition (create)")
@@ -142,7 +191,21 @@ def _topics(sub: Any, common: argparse.ArgumentParser) -> None:
                    help="alter, delete, describe: no error if it does not exist")
     p.add_argument("--exclude-internal", action="store_true",
                    help="list, describe: leave out internal topics")
-    p.set_defaults(handler="app.commands.topics", subparser=p)
+    report = p.add_mutually_exclusive_group()
+    for name, text in (
+            ("under-replicated-partitions", "describe: only partitions with fewer in-sync "
+                                            "replicas than replicas"),
+            ("under-min-isr-partitions", "describe: only partitions with fewer in-sync replicas "
+                                         "than the topic's min.insync.replicas"),
+            ("at-min-isr-partitions", "describe: only partitions with exactly "
+                                      "min.insync.replicas in-sync replicas"),
+            ("unavailable-partitions", "describe: only partitions without a leader, or whose "
+                                       "leader is not a live broker"),
+            ("topics-with-overrides", "describe: only topics with config overrides, their "
+                                      "topic line only")):
+        report.add_argument(f"--{name}", dest="report", action="store_const",
+                            const=name.replace("-", "_"), help=text)
+    p.set_defaults(handler="app.commands.topics", subparser=p, report=None)
 
 
 def _groups(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -151,24 +214,64 @@ def _groups(sub: Any, common: argparse.ArgumentParser) -> None:
                        description="Manage consumer groups, like kafka-consumer-groups.sh.")
     action = p.add_mutually_exclusive_group(required=True)
     for name, text in (("list", "list groups"),
-                       ("describe", "offsets, log end offsets and lag of --group per partition"),
-                       ("reset-offsets", "move --group's committed offsets on --topic"),
-                       ("delete", "delete --group (it must have no members)")):
+                       ("describe", "offsets, log end offsets and lag of the groups per "
+                                    "partition (--offsets, the default), or --members, "
+                                    "or --state"),
+                       ("reset-offsets", "move the groups' committed offsets (--topic or "
+                                         "--all-topics, and one --to-*, --shift-by, "
+                                         "--by-duration or --from-file)"),
+                       ("delete", "delete the groups (they must have no members)")):
         action.add_argument(f"--{name}", dest="action", action="store_const", const=name, help=text)
-    p.add_argument("--group", help="the group")
-    p.add_argument("--topic", help="reset-offsets: TOPIC, or TOPIC:P1,P2 for some partitions")
-    p.add_argument("--state", action="store_true", help="list: show each group's state too")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--group", action="append", default=[], metavar="GROUP",
+                       help="the group (describe, reset-offsets, delete); repeat for more")
+    which.add_argument("--all-groups", action="store_true",
+                       help="every group (describe, reset-offsets, delete)")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]",
+                       help="reset-offsets: TOPIC, or TOPIC:P1,P2 for some partitions; "
+                            "repeat for more")
+    scope.add_argument("--all-topics", action="store_true",
+                       help="reset-offsets: every partition the group has committed")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--offsets", dest="view", action="store_const", const="offsets",
+                      help="describe: per partition (the default)")
+    view.add_argument("--members", dest="view", action="store_const", const="members",
+                      help="describe: per member: host, client id, #partitions")
+    p.add_argument("--state", nargs="?", const="", metavar="STATES",
+                   help="list: show each group's state too, or only the groups in STATES "
+                        "(comma separated, e.g. Stable,Empty); describe: the coordinator, "
+                        "assignment strategy, state and #members")
+    p.add_argument("--verbose", action="store_true",
+                   help="describe --members: each member's assignment too")
     to = p.add_mutually_exclusive_group()
     to.add_argument("--to-earliest", dest="to", action="store_const", const="earliest",
                     help="reset to the log start offset")
     to.add_argument("--to-latest", dest="to", action="store_const", const="latest",
                     help="reset to the log end offset")
+    to.add_argument("--to-current", dest="to", action="store_const", const="current",
+                    help="reset to the committed offset (the log end without one)")
     to.add_argument("--to-offset", type=_non_negative, metavar="N",
                     help="reset to offset N (kept within the log start and end)")
+    to.add_argument("--shift-by", type=int, metavar="N",
+                    help="move the committed offset by N, negative for back (kept within "
+                         "the log start and end)")
+    to.add_argument("--to-datetime", type=_kafka_datetime, metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                    help="reset to the first offset with a timestamp at or after it; a zone "
+                         "(Z, +02:00) may follow, none means UTC")
+    to.add_argument("--by-duration", type=_iso_duration, metavar="PnDTnHnMnS",
+                    help="reset to the first offset with a timestamp at or after now minus "
+                         "this ISO-8601 duration, e.g. PT30M, P1DT12H")
+    to.add_argument("--from-file", metavar="FILE",
+                    help="reset to the offsets of a CSV file (topic,partition,offset or "
+                         "group,topic,partition,offset per line, as --export writes)")
+    p.add_argument("--export", action="store_true",
+                   help="reset-offsets: print the new offsets as CSV (for --from-file) "
+                        "instead of the table")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="show the new offsets only (default)")
     mode.add_argument("--execute", action="store_true", help="write the new offsets")
-    p.set_defaults(handler="app.commands.groups", subparser=p)
+    p.set_defaults(handler="app.commands.groups", subparser=p, view=None)
 
 
 def _produce(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -180,6 +283,9 @@ def _produce(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--parse-key", action="store_true", help="lines are KEY<separator>VALUE")
     p.add_argument("--key-separator", default="\t", metavar="SEP",
                    help="with --parse-key (default TAB; \\t is read as TAB)")
+    p.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                   help="Kafka's line reader settings: parse.key=true, key.separator=SEP "
+                        "(the same as --parse-key, --key-separator); repeatable")
     p.add_argument("--batch-size", type=_positive, default=5000, metavar="N",
                    help="at most N records per request (default 5000)")
     p.add_argument("--acks", choices=("0", "1", "all"), default="1",
@@ -205,7 +311,14 @@ def _consume(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--max-messages", type=_positive, metavar="N", help="exit after N records")
     p.add_argument("--timeout-ms", type=_positive, metavar="MS",
                    help="exit when no record came for MS milliseconds")
-    p.add_argument("--print-key", action="store_true", help="print KEY<TAB>VALUE")
+    p.add_argument("--print-key", action="store_true",
+                   help="print KEY<TAB>VALUE (the same as --property print.key=true)")
+    p.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                   help="Kafka's formatter settings: print.key, print.value, print.timestamp, "
+                        "print.partition, print.offset, print.headers (true or false), "
+                        "key.separator, line.separator, headers.separator, null.literal; "
+                        "key/value/headers.deserializer: String- or ByteArrayDeserializer "
+                        "only; repeatable")
     p.set_defaults(handler="app.commands.consume", subparser=p)
 
 

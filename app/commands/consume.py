@@ -9,9 +9,15 @@ committed. With ``--group``: a v2 consumer instance joins the group, subscribes,
 exit (also on Ctrl-C and SIGTERM).
 
 Output: the value per line (``null`` for none), ``KEY<TAB>VALUE`` with ``--print-key``;
-``--output json`` writes one JSON object per record (``topic``, ``partition``,
-``offset``, ``timestamp`` in epoch ms, ``key``, ``value`` as text, bytes that are not
-UTF-8 backslash-escaped). "Processed a total of N messages" goes to stderr at the end.
+Kafka's formatter settings (``--property print.timestamp=true``, ``print.partition``,
+``print.offset``, ``print.headers``, ``print.key``, ``print.value``, ``key.separator``,
+``line.separator``, ``headers.separator``, ``null.literal``) shape each line as
+kafka-console-consumer.sh's DefaultMessageFormatter does:
+``CreateTime:<ms>`` SEP ``Partition:<p>`` SEP ``Offset:<o>`` SEP ``<k>:<v>,...``
+(``NO_HEADERS``) SEP key SEP value, each part only when asked for. ``--output json``
+writes one JSON object per record (``topic``, ``partition``, ``offset``, ``timestamp`` in
+epoch ms, ``key``, ``value`` as text, bytes that are not UTF-8 backslash-escaped).
+"Processed a total of N messages" goes to stderr at the end.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from urllib.parse import quote
 
 import orjson
 
+from app.commands.output import BOOLEAN, TEXT, console_properties, unescape_separator
 from app.http_client import V2_MEDIA, CliError, FranzClient, RequestFailed
 
 POLL_MS = 1000
@@ -38,26 +45,95 @@ _NOT_FOUND = 404
 _OUT_OF_RANGE = 416
 
 
-class Printer:
-    """Writes records to stdout in the chosen form and counts them."""
+#: The deserializers that print what franz prints, the bytes as they are.
+RAW_DESERIALIZERS = ("StringDeserializer", "ByteArrayDeserializer")
 
-    def __init__(self, *, print_key: bool, as_json: bool) -> None:
-        self.print_key = print_key
+
+def _deserializer(name: str, value: str) -> str:
+    """``key.deserializer`` and the like: only those printing the bytes as they are."""
+    if value.strip().rsplit(".", 1)[-1] not in RAW_DESERIALIZERS:
+        raise ValueError(f"{name}: franz prints the bytes as they are; only "
+                         "org.apache.kafka.common.serialization.StringDeserializer or "
+                         f"ByteArrayDeserializer can be given, got {value!r}")
+    return value
+
+
+#: kafka-console-consumer.sh's --property settings (DefaultMessageFormatter) franz reads.
+PROPERTIES = {
+    "print.timestamp": BOOLEAN, "print.partition": BOOLEAN, "print.offset": BOOLEAN,
+    "print.headers": BOOLEAN, "print.key": BOOLEAN, "print.value": BOOLEAN,
+    "key.separator": TEXT, "line.separator": TEXT, "headers.separator": TEXT,
+    "null.literal": TEXT, "key.deserializer": _deserializer,
+    "value.deserializer": _deserializer, "headers.deserializer": _deserializer,
+}
+
+
+class Printer:
+    """Writes records to stdout in the chosen form and counts them. ``props`` are the
+    formatter settings (``PROPERTIES``): which parts of a record, and the separators."""
+
+    def __init__(self, *, print_key: bool, as_json: bool,
+                 props: dict[str, object] | None = None) -> None:
+        props = props or {}
         self.as_json = as_json
+        self.print_key = bool(props.get("print.key", print_key))
+        self.print_value = bool(props.get("print.value", True))
+        self.print_timestamp = bool(props.get("print.timestamp", False))
+        self.print_partition = bool(props.get("print.partition", False))
+        self.print_offset = bool(props.get("print.offset", False))
+        self.print_headers = bool(props.get("print.headers", False))
+
+        def raw(name: str, default: str) -> bytes:
+            return unescape_separator(str(props.get(name, default))).encode()
+
+        self.key_separator = raw("key.separator", "\t")
+        self.line_separator = raw("line.separator", "\n")
+        self.headers_separator = raw("headers.separator", ",")
+        self.null = str(props.get("null.literal", "null")).encode()
+        self.plain = not (self.print_timestamp or self.print_partition or self.print_offset
+                          or self.print_headers or not self.print_value)
         self.count = 0
         self.out = sys.stdout.buffer
 
-    def write(self, topic: str, partition: int, offset: int, timestamp: int | None,
-              key: bytes | None, value: bytes | None) -> None:
+    def write(self, topic: str, r: dict[str, Any]) -> None:
+        """One record as the v2 binary APIs answer it (key and value base64)."""
+        key, value = _b64(r["key"]), _b64(r["value"])
         if self.as_json:
-            line = orjson.dumps({"topic": topic, "partition": partition, "offset": offset,
-                                 "timestamp": timestamp, "key": _text(key), "value": _text(value)})
-        else:
-            line = b"null" if value is None else value
+            line = orjson.dumps({"topic": topic, "partition": r["partition"],
+                                 "offset": r["offset"], "timestamp": r.get("timestamp"),
+                                 "key": _text(key), "value": _text(value)}) + b"\n"
+        elif self.plain:  # the common case, kept short
+            line = self.null if value is None else value
             if self.print_key:
-                line = (b"null" if key is None else key) + b"\t" + line
-        self.out.write(line + b"\n")
+                line = (self.null if key is None else key) + self.key_separator + line
+            line += self.line_separator
+        else:
+            line = self._formatted(r, key, value)
+        self.out.write(line)
         self.count += 1
+
+    def _formatted(self, r: dict[str, Any], key: bytes | None, value: bytes | None) -> bytes:
+        """Kafka's DefaultMessageFormatter: the parts asked for, key.separator between
+        them, line.separator after the last."""
+        parts: list[bytes] = []
+        if self.print_timestamp:
+            ts, kind = r.get("timestamp"), r.get("timestamp_type") or "CreateTime"
+            parts.append(b"NO_TIMESTAMP" if ts is None or ts < 0 else f"{kind}:{ts}".encode())
+        if self.print_partition:
+            parts.append(b"Partition:%d" % r["partition"])
+        if self.print_offset:
+            parts.append(b"Offset:%d" % r["offset"])
+        if self.print_headers:
+            headers = r.get("headers") or []
+            parts.append(self.headers_separator.join(
+                h["key"].encode() + b":" + (self.null if h.get("value") is None
+                                            else base64.b64decode(h["value"]))
+                for h in headers) if headers else b"NO_HEADERS")
+        if self.print_key:
+            parts.append(self.null if key is None else key)
+        if self.print_value:
+            parts.append(self.null if value is None else value)
+        return self.key_separator.join(parts) + self.line_separator
 
     def flush(self) -> None:
         self.out.flush()
@@ -73,12 +149,16 @@ def _b64(data: str | None) -> bytes | None:
 
 def run(args: argparse.Namespace, client: FranzClient) -> int:
     try:
+        props = console_properties(args.property, PROPERTIES)
+    except ValueError as exc:
+        args.subparser.error(str(exc))
+    try:
         client.get_json(client.v3("topics", args.topic))
     except RequestFailed as exc:
         if exc.status != _NOT_FOUND:
             raise
         raise RequestFailed(exc.status, exc.code, f"Topic '{args.topic}' does not exist.") from exc
-    printer = Printer(print_key=args.print_key, as_json=args.output == "json")
+    printer = Printer(print_key=args.print_key, as_json=args.output == "json", props=props)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as Ctrl-C does: cleanly
     try:
         if args.group:
@@ -141,8 +221,7 @@ def _consume_partitions(args: argparse.Namespace, client: FranzClient, printer: 
             for r in page:
                 if args.max_messages is not None and printer.count >= args.max_messages:
                     break
-                printer.write(topic, r["partition"], r["offset"], r.get("timestamp"),
-                              _b64(r["key"]), _b64(r["value"]))
+                printer.write(topic, r)
             printer.flush()
             deadline.touch()
     finally:
@@ -211,8 +290,7 @@ def _read_group(args: argparse.Namespace, client: FranzClient, printer: Printer,
         for r in orjson.loads(resp.content):
             if args.max_messages is not None and printer.count >= args.max_messages:
                 break
-            printer.write(r["topic"], r["partition"], r["offset"], r.get("timestamp"),
-                          _b64(r["key"]), _b64(r["value"]))
+            printer.write(r["topic"], r)
             last[(r["topic"], r["partition"])] = r["offset"]
         if not last:
             continue

@@ -1,11 +1,13 @@
 """How the commands print: aligned tables for people, JSON for scripts, and a progress
-line on stderr for long operations (only when stderr is a terminal)."""
+line on stderr for long operations (only when stderr is a terminal); and how the console
+tools read Kafka's ``--property KEY=VALUE`` settings (``console_properties``)."""
 
 from __future__ import annotations
 
+import difflib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 import orjson
@@ -63,3 +65,51 @@ class Progress:
         if self.enabled:
             self.stream.write("\r\x1b[K")  # erase the line: success prints nothing
             self.stream.flush()
+
+
+# --- the console tools' --property KEY=VALUE (Kafka's formatter / line reader settings) ------
+
+
+def unescape_separator(text: str) -> str:
+    """A separator as typed: ``\\t``, ``\\n`` and ``\\r`` are read as TAB, newline, CR
+    (a shell passes them as two characters)."""
+    return text.replace("\\t", "\t").replace("\\n", "\n").replace("\\r", "\r")
+
+
+def _boolean(name: str, value: str) -> bool:
+    low = value.strip().lower()
+    if low not in ("true", "false"):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return low == "true"
+
+
+def _text(name: str, value: str) -> str:
+    return value
+
+
+#: Readers of the property values: booleans, or text (separators and literals).
+BOOLEAN: Callable[[str, str], object] = _boolean
+TEXT: Callable[[str, str], object] = _text
+
+
+def console_properties(given: Sequence[str], known: dict[str, Callable[[str, str], object]],
+                       *, unsupported: Sequence[str] = ()) -> dict[str, object]:
+    """``--property KEY=VALUE`` arguments -> ``{KEY: value}`` (the later of two wins),
+    each value read by its reader in ``known``. ValueError, with one line to show, for
+    a missing ``=``, a bad value, or a key that is not known: naming the closest known
+    key, or saying that franz does not support a Kafka one (``unsupported``)."""
+    out: dict[str, object] = {}
+    for item in given:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--property needs KEY=VALUE, got {item!r}")
+        if key not in known:
+            if key in unsupported:
+                raise ValueError(f"property {key!r} is not supported by franz (supported: "
+                                 f"{', '.join(known)})")
+            close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ValueError(f"unknown property {key!r}{hint} (known: {', '.join(known)})")
+        out[key] = known[key](key, value)
+    return out

@@ -1,10 +1,13 @@
 """``franz produce``: kafka-console-producer.sh over HTTP.
 
 Each line of stdin (without its ``\\n`` or ``\\r\\n``) is one record, its bytes as they
-are; with ``--parse-key`` the bytes before the first separator are the key. Lines go
-out in batches: whatever stdin has ready (up to ``--batch-size`` lines, about 1 MiB) is
-one request, so piped input travels in large batches and a line typed at a terminal
-goes out as soon as it is entered.
+are; with ``--parse-key`` the bytes before the first separator are the key. Kafka's
+line reader settings say the same: ``--property parse.key=true``, ``--property
+key.separator=SEP`` (a property wins over the flag).
+
+Lines go out in batches: whatever stdin has ready (up to ``--batch-size`` lines, about
+1 MiB) is one request, so piped input travels in large batches and a line typed at a
+terminal goes out as soon as it is entered.
 
 The requests are v2 binary produce calls (``POST /topics/{t}``), not v3's
 ``POST .../records``: both answer per record, but the v2 path is franz's fast one (about
@@ -47,7 +50,7 @@ from urllib.parse import quote
 
 import orjson
 
-from app.commands.output import Progress, print_json
+from app.commands.output import BOOLEAN, TEXT, Progress, console_properties, print_json
 from app.http_client import CliError, FranzClient, RequestFailed, ServerUnreachable
 
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
@@ -62,12 +65,22 @@ RETRY_BACKOFF_S = 0.1
 RETRY_BACKOFF_MAX_S = 1.0
 #: Confluent's "retriable Kafka error" of one record: a retry of the request may write it.
 RETRIABLE_RECORD_ERROR = 50003
+#: kafka-console-producer.sh's --property settings (LineMessageReader) franz reads, and
+#: Kafka's others, which it does not implement.
+PROPERTIES = {"parse.key": BOOLEAN, "key.separator": TEXT}
+UNSUPPORTED = ("parse.headers", "headers.delimiter", "headers.separator",
+               "headers.key.separator", "ignore.error", "null.marker")
 
 
 def run(args: argparse.Namespace, client: FranzClient) -> int:
-    separator = args.key_separator.replace("\\t", "\t").encode()
-    if args.parse_key and not separator:
-        args.subparser.error("--key-separator must not be empty")
+    try:
+        props = console_properties(args.property, PROPERTIES, unsupported=UNSUPPORTED)
+    except ValueError as exc:
+        args.subparser.error(str(exc))
+    parse_key = bool(props.get("parse.key", args.parse_key))
+    separator = str(props.get("key.separator", args.key_separator)).replace("\\t", "\t").encode()
+    if parse_key and not separator:
+        args.subparser.error("--key-separator (key.separator) must not be empty")
     path = f"/topics/{quote(args.topic, safe='')}" + ("" if args.acks == "1"
                                                        else f"?acks={args.acks}")
     progress = Progress("records", enabled=sys.stderr.isatty() and not sys.stdin.isatty())
@@ -76,7 +89,7 @@ def run(args: argparse.Namespace, client: FranzClient) -> int:
     sent = failed = 0
     try:
         for first_line, lines in batches(sys.stdin.fileno(), args.batch_size):
-            records, bad = _records(lines, first_line, separator if args.parse_key else None)
+            records, bad = _records(lines, first_line, separator if parse_key else None)
             for line_no, message in bad:
                 _report(progress, line_no, message)
             failed += len(bad)

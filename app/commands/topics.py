@@ -9,12 +9,21 @@
 
 ``--describe`` prints what Kafka's tool prints: a topic line with its overridden configs
 (source ``DYNAMIC_TOPIC_CONFIG``), then one line per partition with the leader, the
-replicas in assignment order and the in-sync ones.
+replicas in assignment order and the in-sync ones. Kafka's report options narrow it:
+``--under-replicated-partitions``, ``--under-min-isr-partitions``,
+``--at-min-isr-partitions`` and ``--unavailable-partitions`` (``GET /brokers`` for the
+live ones) print the matching partition lines only; ``--topics-with-overrides`` the topic
+lines of topics with overrides only.
+
+``--list`` and ``--describe`` take ``--topic`` as Kafka does, as a regular expression the
+whole name must match (``orders-.*``), when it has a character no topic name has; a
+plain name (letters, digits, ``.``, ``_``, ``-``) is that one topic.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,6 +34,8 @@ from app.http_client import FranzClient, RequestFailed
 _PARALLEL = 8
 _UNKNOWN_TOPIC = 404
 _KAFKA_BAD_REQUEST = 40002
+#: The characters of a topic name: a --topic with any other is a regular expression.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 def run(args: argparse.Namespace, client: FranzClient) -> int:
@@ -39,6 +50,8 @@ def run(args: argparse.Namespace, client: FranzClient) -> int:
         args.subparser.error("--delete-config goes with --alter")
     if args.action == "alter" and not (args.partitions or args.config or args.delete_config):
         args.subparser.error("--alter needs --partitions, --config or --delete-config")
+    if args.report and args.action != "describe":
+        args.subparser.error(f"--{args.report.replace('_', '-')} goes with --describe")
     action = {"create": _create, "list": _list, "describe": _describe, "alter": _alter,
               "delete": _delete}[args.action]
     return action(args, client)
@@ -72,9 +85,35 @@ def _create(args: argparse.Namespace, client: FranzClient) -> int:
     return 0
 
 
+def _pattern(args: argparse.Namespace) -> re.Pattern[str] | None:
+    """``--topic`` as a regular expression (None for a plain name or no --topic)."""
+    if not args.topic or _PLAIN_NAME.fullmatch(args.topic):
+        return None
+    try:
+        return re.compile(args.topic)
+    except re.error as exc:
+        args.subparser.error(f"--topic: {args.topic!r} is not a valid regular expression: {exc}")
+        raise  # unreachable: error() exits
+
+
+def _names(args: argparse.Namespace, client: FranzClient) -> list[str]:
+    """The listed topics --topic (a name or a pattern) and --exclude-internal select."""
+    pattern = _pattern(args)
+    names = []
+    for t in client.v3_list("topics"):
+        name = t["topic_name"]
+        if args.exclude_internal and t["is_internal"]:
+            continue
+        if pattern is not None and not pattern.fullmatch(name):
+            continue
+        if pattern is None and args.topic and name != args.topic:
+            continue
+        names.append(name)
+    return names
+
+
 def _list(args: argparse.Namespace, client: FranzClient) -> int:
-    names = [t["topic_name"] for t in client.v3_list("topics")
-             if not (args.exclude_internal and t["is_internal"])]
+    names = _names(args, client)
     if args.output == "json":
         print_json(names)
     else:
@@ -84,25 +123,55 @@ def _list(args: argparse.Namespace, client: FranzClient) -> int:
 
 
 def _describe(args: argparse.Namespace, client: FranzClient) -> int:
-    if args.topic:
-        names = [args.topic]
-    else:
-        names = [t["topic_name"] for t in client.v3_list("topics")
-                 if not (args.exclude_internal and t["is_internal"])]
+    pattern = _pattern(args)
+    one = bool(args.topic) and pattern is None  # one topic, by name
+    names = [args.topic] if one else _names(args, client)
+    if pattern is not None and not names and not args.if_exists:
+        raise RequestFailed(404, 40403, f"No topic matches '{args.topic}'.")
+    live = ({b["broker_id"] for b in client.v3_list("brokers")}
+            if args.report == "unavailable_partitions" else set())
     topics = []
     for name in names:
         try:
-            topics.append(describe_topic(client, name))
+            topic, min_isr = _describe_with_min_isr(client, name)
         except RequestFailed as exc:
-            if exc.status != _UNKNOWN_TOPIC or not args.topic:
+            if exc.status != _UNKNOWN_TOPIC:
                 raise
-            return _missing(args, exc)
+            if one:
+                return _missing(args, exc)
+            continue  # deleted since it was listed
+        if args.report:
+            topic = _report(args.report, topic, min_isr, live)
+            if topic is None:
+                continue
+        topics.append(topic)
     if args.output == "json":
-        print_json(topics if not args.topic else topics[0])
-    else:
-        for t in topics:
-            sys.stdout.write(format_topic(t))
+        print_json(topics[0] if one and not args.report else topics)
+        return 0
+    for t in topics:
+        sys.stdout.write(format_topic(t, header=args.report in (None, "topics_with_overrides"),
+                                      partitions=args.report != "topics_with_overrides"))
     return 0
+
+
+def _report(report: str, topic: dict[str, Any], min_isr: int,
+            live: set[int]) -> dict[str, Any] | None:
+    """The topic narrowed to what a report option selects (None: nothing of it)."""
+    if report == "topics_with_overrides":
+        return topic if topic["configs"] else None
+
+    def selected(p: dict[str, Any]) -> bool:
+        isr = len(p["isr"])
+        if report == "under_replicated_partitions":
+            return isr < len(p["replicas"])
+        if report == "under_min_isr_partitions":
+            return p["leader"] is None or isr < min_isr
+        if report == "at_min_isr_partitions":
+            return p["leader"] is not None and isr == min_isr
+        return p["leader"] is None or p["leader"] not in live  # unavailable_partitions
+
+    partitions = [p for p in topic["partitions"] if selected(p)]
+    return {**topic, "partitions": partitions} if partitions else None
 
 
 def _alter(args: argparse.Namespace, client: FranzClient) -> int:
@@ -160,6 +229,12 @@ def _broker_of(link: dict[str, str] | None) -> int | None:
 def describe_topic(client: FranzClient, name: str) -> dict[str, Any]:
     """The topic as ``--output json`` shows it: name, id, counts, overridden configs and
     per partition the leader, replicas and ISR (RequestFailed 404 for an unknown one)."""
+    return _describe_with_min_isr(client, name)[0]
+
+
+def _describe_with_min_isr(client: FranzClient, name: str) -> tuple[dict[str, Any], int]:
+    """``describe_topic`` and the topic's ``min.insync.replicas`` (the --*-min-isr-*
+    reports' measure)."""
     topic = client.get_json(client.v3("topics", name))
     configs = client.v3_list("topics", name, "configs")
     partitions = client.v3_list("topics", name, "partitions")
@@ -169,6 +244,8 @@ def describe_topic(client: FranzClient, name: str) -> dict[str, Any]:
 
     with ThreadPoolExecutor(_PARALLEL) as pool:
         replica_lists = list(pool.map(replicas, partitions))
+    min_isr = next((int(c["value"]) for c in configs
+                    if c["name"] == "min.insync.replicas" and c["value"] is not None), 1)
     return {
         "topic": name,
         "topic_id": topic.get("topic_id"),
@@ -186,23 +263,25 @@ def describe_topic(client: FranzClient, name: str) -> dict[str, Any]:
             }
             for p, reps in zip(partitions, replica_lists, strict=True)
         ],
-    }
+    }, min_isr
 
 
-def format_topic(t: dict[str, Any]) -> str:
-    """Kafka's layout: a tab-separated topic line, then a tab-indented line per partition."""
+def format_topic(t: dict[str, Any], *, header: bool = True, partitions: bool = True) -> str:
+    """Kafka's layout: a tab-separated topic line, then a tab-indented line per partition
+    (``header`` / ``partitions`` false leave either out, as Kafka's report options do)."""
 
     def ids(values: list[int]) -> str:
         return ",".join(map(str, values))
 
     configs = ",".join(f"{k}={v}" for k, v in sorted(t["configs"].items()))
-    lines = [
-        f"Topic: {t['topic']}\tTopicId: {t['topic_id'] or '-'}\t"
-        f"PartitionCount: {t['partition_count']}\tReplicationFactor: {t['replication_factor']}\t"
-        f"Configs: {configs}"
-    ]
-    for p in t["partitions"]:
+    lines = []
+    if header:
+        lines.append(
+            f"Topic: {t['topic']}\tTopicId: {t['topic_id'] or '-'}\t"
+            f"PartitionCount: {t['partition_count']}\t"
+            f"ReplicationFactor: {t['replication_factor']}\tConfigs: {configs}")
+    for p in t["partitions"] if partitions else ():
         leader = "none" if p["leader"] is None else p["leader"]
         lines.append(f"\tTopic: {t['topic']}\tPartition: {p['partition']}\tLeader: {leader}\t"
                      f"Replicas: {ids(p['replicas'])}\tIsr: {ids(p['isr'])}")
-    return "\n".join(lines) + "\n"
+    return "".join(line + "\n" for line in lines)
