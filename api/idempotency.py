@@ -19,6 +19,7 @@ no result to give a retry (400).
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 import crc32c
 from starlette.requests import Request
@@ -83,10 +84,16 @@ def fingerprint(request: Request, body: bytes) -> bytes:
     length differs and with probability 1 - 2^-32 otherwise, against mistakes (a key
     reused by accident), not adversaries, whose keys are their own (scoped to their
     principal)."""
-    head = hashlib.sha256(request.scope["path"].encode() + b"\0" +
-                          request.headers.get("content-type", "").strip().lower().encode())
-    return head.digest()[:8] + (len(body) & 0xFFFFFFFF).to_bytes(4, "big") + \
+    head = _route_digest(request.scope["path"], request.headers.get("content-type", ""))
+    return head + (len(body) & 0xFFFFFFFF).to_bytes(4, "big") + \
         crc32c.crc32c(body).to_bytes(4, "big")
+
+
+@lru_cache(maxsize=1024)
+def _route_digest(path: str, content_type: str) -> bytes:
+    """8 bytes of SHA-256 of the path and Content-Type (clients repeat theirs)."""
+    text = path.encode() + b"\0" + content_type.strip().lower().encode()
+    return hashlib.sha256(text).digest()[:8]
 
 
 def _scoped(request: Request, key: str) -> bytes:

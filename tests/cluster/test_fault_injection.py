@@ -60,6 +60,7 @@ import httpx
 import orjson
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from core.storage.records import decode_records
 
@@ -122,9 +123,10 @@ def states(zk: KazooClient) -> dict[int, dict[str, Any]]:
 
 
 def controller(zk: KazooClient) -> int | None:
-    if not zk.exists("/controller"):
+    try:  # the znode may go between an exists() and a get(): ask once
+        return int(json.loads(zk.get("/controller")[0])["brokerid"])
+    except NoNodeError:
         return None
-    return int(json.loads(zk.get("/controller")[0])["brokerid"])
 
 
 def led_by(zk: KazooClient, broker_id: int) -> list[int]:

@@ -5,7 +5,7 @@ id, record the answer.
    (returned as they were; nothing is written), else a producer id, the partition count
    and the clock to run with.
 2. The records are written as any produce, except that every partition's batches carry
-   the claim's producer id, epoch 0 and sequences from 0, records without key or
+   the key's producer id and epoch and sequences from 0, records without key or
    partition go to the partition the Idempotency-Key hashes to, and partitions are
    counted as at the claim: a request resumed after its broker died (or after an
    unknown outcome) builds the same batches, and each partition's producer state
@@ -44,12 +44,12 @@ class IdempotentRequest:
 
 
 class _ClaimLease:
-    __slots__ = ("producer_id",)
-    producer_epoch = 0
+    __slots__ = ("producer_epoch", "producer_id")
     base_sequence = 0
 
-    def __init__(self, producer_id: int) -> None:
+    def __init__(self, producer_id: int, producer_epoch: int) -> None:
         self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
 
     def done(self, records: int) -> None:
         pass
@@ -59,10 +59,11 @@ class _ClaimLease:
 
 
 class _ClaimProducers:
-    """Every partition's batches under the claim's producer id from sequence 0."""
+    """Every partition's batches under the claim's producer id and epoch from
+    sequence 0."""
 
-    def __init__(self, producer_id: int) -> None:
-        self._lease = _ClaimLease(producer_id)
+    def __init__(self, producer_id: int, producer_epoch: int) -> None:
+        self._lease = _ClaimLease(producer_id, producer_epoch)
 
     async def lease(self, tp: TopicPartition) -> _ClaimLease:
         return self._lease
@@ -102,23 +103,23 @@ class IdempotentProducer:
             results = await produce_to_topic(
                 self._target, _KeyPartition(request.key), topic, meta, records,
                 default_partition=default_partition, acks=acks, timeout_ms=timeout_ms,
-                now_ms=claim.now_ms, producers=_ClaimProducers(claim.producer_id),
+                now_ms=claim.now_ms, producers=_ClaimProducers(claim.producer_id, claim.producer_epoch),
                 num_partitions=claim.partition_count)
         except BaseException:
-            await self._release(request.key, claim.claim_offset)
+            await self._release(request.key, claim.producer_id)
             raise
         if not _definite(results):
-            await self._release(request.key, claim.claim_offset)
+            await self._release(request.key, claim.producer_id)
             return results
         try:
-            await self._keys.complete(request.key, claim.claim_offset, encode_results(results))
+            await self._keys.complete(request.key, claim.producer_id, encode_results(results))
         except FranzError as exc:  # the records are written: answer; a retry resumes
             log.warning("could not record the answer of an Idempotency-Key request: %s", exc)
-            await self._release(request.key, claim.claim_offset)
+            await self._release(request.key, claim.producer_id)
         return results
 
-    async def _release(self, key: bytes, claim_offset: int) -> None:
+    async def _release(self, key: bytes, producer_id: int) -> None:
         # best effort, even when the request is being cancelled: without it the key
         # stays busy until idempotency.key.claim.timeout.ms
         with contextlib.suppress(Exception):
-            await asyncio.shield(self._keys.release(key, claim_offset))
+            await asyncio.shield(self._keys.release(key, producer_id))

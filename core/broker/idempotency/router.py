@@ -50,14 +50,15 @@ async def serve(coordinator: IdempotencyCoordinator, op: str, body: bytes) -> by
                 key, base64.b64decode(doc["fingerprint"], validate=True),
                 partition_count=int(doc["partition_count"]))
             return orjson.dumps({
-                "producer_id": claim.producer_id, "partition_count": claim.partition_count,
-                "now_ms": claim.now_ms, "claim_offset": claim.claim_offset,
+                "producer_id": claim.producer_id, "producer_epoch": claim.producer_epoch,
+                "partition_count": claim.partition_count,
+                "now_ms": claim.now_ms,
                 "results": None if claim.results is None else _b64(claim.results)})
         if op == "complete":
-            await coordinator.complete(key, int(doc["claim_offset"]),
+            await coordinator.complete(key, int(doc["producer_id"]),
                                        base64.b64decode(doc["results"], validate=True))
         elif op == "release":
-            await coordinator.release(key, int(doc["claim_offset"]))
+            await coordinator.release(key, int(doc["producer_id"]))
         else:
             raise InvalidRequestError(f"unknown idempotency call {op!r}")
         return b"{}"
@@ -100,16 +101,16 @@ class IdempotencyRouter:
         if isinstance(doc, Claim):
             return doc
         results = doc["results"]
-        return Claim(int(doc["producer_id"]), int(doc["partition_count"]), int(doc["now_ms"]),
-                     int(doc["claim_offset"]),
+        return Claim(int(doc["producer_id"]), int(doc["producer_epoch"]),
+                     int(doc["partition_count"]), int(doc["now_ms"]),
                      None if results is None else base64.b64decode(results))
 
-    async def complete(self, key: bytes, claim_offset: int, results: bytes) -> None:
+    async def complete(self, key: bytes, producer_id: int, results: bytes) -> None:
         c = self.coordinator
-        await self._call("complete", key, lambda: c.complete(key, claim_offset, results),
-                         claim_offset=claim_offset, results=results)
+        await self._call("complete", key, lambda: c.complete(key, producer_id, results),
+                         producer_id=producer_id, results=results)
 
-    async def release(self, key: bytes, claim_offset: int) -> None:
+    async def release(self, key: bytes, producer_id: int) -> None:
         c = self.coordinator
-        await self._call("release", key, lambda: c.release(key, claim_offset),
-                         claim_offset=claim_offset)
+        await self._call("release", key, lambda: c.release(key, producer_id),
+                         producer_id=producer_id)

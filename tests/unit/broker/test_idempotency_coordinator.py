@@ -23,8 +23,16 @@ from core.broker.errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
 )
-from core.broker.idempotency.claims import CLAIM_PRODUCER_ID_BASE, producer_id_of
-from core.broker.idempotency.coordinator import IdempotencyCoordinator
+from core.broker.idempotency.claims import (
+    CLAIM_PRODUCER_ID_BASE,
+    producer_epoch_for,
+    producer_id_for,
+)
+from core.broker.idempotency.coordinator import (
+    FLUSH_RECORDS,
+    FLUSH_S,
+    IdempotencyCoordinator,
+)
 from core.broker.idempotency.results_codec import decode_results, encode_results
 from core.broker.types import ProduceResults
 from core.clock import ManualClock
@@ -45,6 +53,7 @@ class MemoryLog:
         self.records: dict[int, list[Record]] = {}
         self.epochs: dict[int, int] = {}
         self.fail_next: BaseException | None = None
+        self.batches = 0
 
     def leader_epoch(self, partition: int) -> int:
         epoch = self.epochs.get(partition, 0)
@@ -57,6 +66,7 @@ class MemoryLog:
         if self.fail_next is not None:
             exc, self.fail_next = self.fail_next, None
             raise exc
+        self.batches += 1
         log = self.records.setdefault(partition, [])
         base = len(log)
         for i, r in enumerate(decode_records(bytes(batch))):
@@ -99,14 +109,19 @@ def test_a_new_key_is_claimed_then_answered(clock: ManualClock) -> None:
         assert claim.results is None and claim.partition_count == 3
         assert claim.now_ms == clock.now_ms()
         p = c.partition_for(b"u\0k1")
-        assert claim.producer_id == producer_id_of(p, claim.claim_offset) >= CLAIM_PRODUCER_ID_BASE
-        await c.complete(b"u\0k1", claim.claim_offset, encode_results(RESULTS))
+        assert claim.producer_id == producer_id_for(p, b"u\0k1") >= CLAIM_PRODUCER_ID_BASE
+        assert claim.producer_epoch == producer_epoch_for(clock.now_ms(), RETENTION)
+        await c.complete(b"u\0k1", claim.producer_id, encode_results(RESULTS))
+        assert p not in log.records  # nothing written on the request's path
         clock.advance(5000)
         again = await c.claim(b"u\0k1", FP, partition_count=7)
         assert again.results is not None
         assert list(decode_results(again.results)) == list(RESULTS)
         assert again.partition_count == 3 and again.now_ms == claim.now_ms
-        assert len(log.records[p]) == 2  # the claim and the done record, nothing more
+        await asyncio.sleep(FLUSH_S * 2)  # written in the background
+        assert len(log.records[p]) == 1  # the done record alone (it holds the claim)
+        from_log = await c.claim(b"u\0k1", FP, partition_count=7)  # read back from the log
+        assert from_log.results == again.results
     run(go())
 
 
@@ -116,7 +131,7 @@ def test_another_request_with_the_key_is_refused(clock: ManualClock) -> None:
         claim = await c.claim(b"k", FP, partition_count=1)
         with pytest.raises(IdempotencyKeyReusedError):
             await c.claim(b"k", b"g" * 16, partition_count=1)
-        await c.complete(b"k", claim.claim_offset, encode_results(RESULTS))
+        await c.complete(b"k", claim.producer_id, encode_results(RESULTS))
         with pytest.raises(IdempotencyKeyReusedError):
             await c.claim(b"k", b"g" * 16, partition_count=1)
     run(go())
@@ -128,7 +143,7 @@ def test_a_key_in_use_is_409_until_released_or_timed_out(clock: ManualClock) -> 
         first = await c.claim(b"k", FP, partition_count=1)
         with pytest.raises(IdempotencyKeyInUseError):
             await c.claim(b"k", FP, partition_count=1)
-        await c.release(b"k", first.claim_offset)
+        await c.release(b"k", first.producer_id)
         resumed = await c.claim(b"k", FP, partition_count=5)
         # the same producer id, partition count and clock: the same batches again
         assert (resumed.producer_id, resumed.partition_count, resumed.now_ms) == (
@@ -150,16 +165,43 @@ def test_concurrent_claims_see_the_claim_being_written(clock: ManualClock) -> No
     run(go())
 
 
-def test_a_failed_claim_write_leaves_no_trace(clock: ManualClock) -> None:
+def test_a_failed_write_keeps_the_answer_in_memory(clock: ManualClock) -> None:
     async def go() -> None:
         log = MemoryLog()
         c = _coordinator(log, clock)
+        claim = await c.claim(b"k", FP, partition_count=1)
+        await c.complete(b"k", claim.producer_id, encode_results(RESULTS))
         log.fail_next = NotEnoughReplicasError("isr")
-        with pytest.raises(NotEnoughReplicasError):
-            await c.claim(b"k", FP, partition_count=1)
-        claim = await c.claim(b"k", FP, partition_count=1)  # not "in use"
-        assert claim.results is None
+        await c.flush()  # logged, not raised
+        assert not log.records
+        again = await c.claim(b"k", FP, partition_count=1)
+        assert again.results is not None
     run(go())
+
+
+def test_a_key_keeps_its_producer_id_and_a_new_epoch_after_expiry(clock: ManualClock) -> None:
+    """The producer id comes from the key (a coordinator that never saw the claim makes
+    the same one); a key claimed again after it expired gets the next epoch, so old
+    batches still in a partition's producer state are not taken for the new request's."""
+    async def go() -> None:
+        c = _coordinator(MemoryLog(), clock)
+        first = await c.claim(b"k", FP, partition_count=1)
+        other = _coordinator(MemoryLog(), clock)
+        assert (await other.claim(b"k", FP, partition_count=1)).producer_id == \
+            first.producer_id
+        clock.advance(RETENTION)
+        c.expire_all()
+        again = await c.claim(b"k", b"g" * 16, partition_count=1)
+        assert again.producer_id == first.producer_id
+        assert again.producer_epoch == first.producer_epoch + 1
+    run(go())
+
+
+def test_colliding_producer_ids_are_moved_on() -> None:
+    base = producer_id_for(3, b"a")
+    assert producer_id_for(3, b"a", {base}) == base + 1
+    assert producer_id_for(3, b"a", {base, base + 1}) == base + 2
+    assert producer_id_for(2, b"a") != base
 
 
 def test_a_new_leader_loads_claims_and_answers(clock: ManualClock) -> None:
@@ -167,8 +209,9 @@ def test_a_new_leader_loads_claims_and_answers(clock: ManualClock) -> None:
         log = MemoryLog()
         c = _coordinator(log, clock)
         done = await c.claim(b"done", FP, partition_count=2)
-        await c.complete(b"done", done.claim_offset, encode_results(RESULTS))
+        await c.complete(b"done", done.producer_id, encode_results(RESULTS))
         open_ = await c.claim(b"open", FP, partition_count=2)
+        await c.flush()
         # another broker takes over the log (a new leader epoch): it loads from the log
         log.epochs = {p: 1 for p in range(4)}
         other = _coordinator(log, clock)
@@ -201,11 +244,11 @@ def test_keys_expire_after_retention(clock: ManualClock) -> None:
     async def go() -> None:
         c = _coordinator(MemoryLog(), clock)
         first = await c.claim(b"k", FP, partition_count=1)
-        await c.complete(b"k", first.claim_offset, encode_results(RESULTS))
+        await c.complete(b"k", first.producer_id, encode_results(RESULTS))
         clock.advance(RETENTION)
         c.expire_all()
         fresh = await c.claim(b"k", b"g" * 16, partition_count=1)  # a new request now
-        assert fresh.results is None and fresh.claim_offset != first.claim_offset
+        assert fresh.results is None and fresh.producer_epoch != first.producer_epoch
     run(go())
 
 
@@ -274,3 +317,42 @@ def test_bad_results_are_value_errors() -> None:
     for bad in (b"", b"{}", b'{"v":9}', b'{"v":1,"n":2,"p":"AAAA","f":{}}'):
         with pytest.raises(ValueError):
             decode_results(bad)
+
+
+def test_answers_are_written_together(clock: ManualClock) -> None:
+    async def go() -> None:
+        log = MemoryLog()
+        c = _coordinator(log, clock)
+        keys = [b"k%d" % i for i in range(FLUSH_RECORDS * 3)]
+        for k in keys:
+            claim = await c.claim(k, FP, partition_count=1)
+            await c.complete(k, claim.producer_id, encode_results(RESULTS))
+        await c.flush()
+        records = sum(len(v) for v in log.records.values())
+        assert records == len(keys)  # a done record each (it holds the claim)
+        # the records of a partition in a few batches, not one per request
+        assert log.batches <= 4 * 4, log.batches
+        fresh = _coordinator(log, clock)
+        log.epochs = {p: 1 for p in range(4)}
+        for k in keys:
+            assert (await fresh.claim(k, FP, partition_count=1)).results is not None
+    run(go())
+
+
+def test_an_answer_lost_before_its_record_is_resumable(clock: ManualClock) -> None:
+    """The broker stops (or loses the partition) before the done record is written: the
+    next coordinator finds the claim unfinished and lets a retry resume it under the
+    same producer id (the partitions' producer state then answers the same offsets)."""
+    async def go() -> None:
+        log = MemoryLog()
+        c = _coordinator(log, clock)
+        claim = await c.claim(b"k", FP, partition_count=1)
+        await c.complete(b"k", claim.producer_id, encode_results(RESULTS))
+        log.epochs = {p: 1 for p in range(4)}  # another leader, before the flush
+        log.fail_next = NotLeaderOrFollowerError("moved")
+        await c.flush()
+        other = _coordinator(log, clock)
+        clock.advance(CLAIM_TIMEOUT)
+        resumed = await other.claim(b"k", FP, partition_count=1)
+        assert resumed.results is None and resumed.producer_id == claim.producer_id
+    run(go())
