@@ -449,6 +449,7 @@ class LogConfig:
 
 PRODUCER_ID_EXPIRATION_MS = "producer.id.expiration.ms"
 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = "producer.id.expiration.check.interval.ms"
+TRANSIENT_PRODUCER_ID_EXPIRATION_MS = "idempotency.producer.id.expiration.ms"
 
 # Broker-wide, not topic configs (Kafka's ProducerStateManagerConfig / TransactionLogConfigs:
 # CreateTopics refuses them as topic keys), so they are not in TOPIC_CONFIG_DEFS and not
@@ -457,6 +458,7 @@ PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = "producer.id.expiration.check.interva
 BROKER_STORAGE_DEFS: tuple[ConfigKey, ...] = (
     ConfigKey(PRODUCER_ID_EXPIRATION_MS, _I, 86_400_000, Range(1), "How long a producer id stays in a partition's producer state after its last write: its retries are recognised as duplicates meanwhile.", None),
     ConfigKey(PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS, _I, 600_000, Range(1), "How often producer ids idle for producer.id.expiration.ms are removed.", None),
+    ConfigKey(TRANSIENT_PRODUCER_ID_EXPIRATION_MS, _I, 600_000, Range(1), "How long a partition keeps the producer id of one Idempotency-Key request (transient: one per request) after its write; a request left unfinished is recognised when resumed within this time.", None),
 )  # fmt: skip
 BROKER_STORAGE_KEYS: Mapping[str, ConfigKey] = MappingProxyType(
     {k.name: k for k in BROKER_STORAGE_DEFS}

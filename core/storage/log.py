@@ -78,6 +78,7 @@ from core.storage.log_validator import (
 )
 from core.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    DEFAULT_TRANSIENT_EXPIRATION_MS,
     BatchMetadata,
     ProducerStateManager,
 )
@@ -194,9 +195,11 @@ class PartitionLog:
         clock: Clock,
         on_roll: RollCallback | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        transient_expiration_ms: int = DEFAULT_TRANSIENT_EXPIRATION_MS,
     ) -> PartitionLog:
         """Load ``directory`` (created if missing); see ``core.storage.log_loader``.
-        ``producer_id_expiration_ms``: the broker's ``producer.id.expiration.ms``.
+        ``producer_id_expiration_ms``: the broker's ``producer.id.expiration.ms``;
+        ``transient_expiration_ms``: its ``idempotency.producer.id.expiration.ms``.
 
         A log that is on disk (its directory holds files) and cannot be loaded comes
         back as an ``OfflinePartitionLog``, its files untouched; creating a new log
@@ -210,6 +213,7 @@ class PartitionLog:
                 log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
                 clock=clock, on_roll=on_roll, names=names or None,
                 producer_id_expiration_ms=producer_id_expiration_ms,
+                transient_expiration_ms=transient_expiration_ms,
             )  # fmt: skip
         except Exception as exc:
             reason = describe_storage_failure(exc, directory)
@@ -241,6 +245,7 @@ class PartitionLog:
         on_roll: RollCallback | None,
         names: list[str] | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        transient_expiration_ms: int = DEFAULT_TRANSIENT_EXPIRATION_MS,
     ) -> PartitionLog:
         segments, epochs = log_loader.load_segments(
             directory, config, clock=clock, recovery_point=recovery_point,
@@ -249,7 +254,8 @@ class PartitionLog:
         try:
             # the listing is still right for snapshots: leftover removal touches none
             state = ProducerStateManager(
-                directory, producer_id_expiration_ms=producer_id_expiration_ms, names=names
+                directory, producer_id_expiration_ms=producer_id_expiration_ms,
+                transient_expiration_ms=transient_expiration_ms, names=names
             )
             plog = cls(
                 directory, config, segments=segments, log_start_offset=log_start_offset,
@@ -504,7 +510,7 @@ class PartitionLog:
         fsync (the flush that follows the roll fsyncs it). A failure only lengthens a
         later replay: logged, the roll goes on."""
         try:
-            self.producer_state.take_snapshot(base, sync=False)
+            self.producer_state.take_snapshot(base, sync=False, transient=False)
         except (OSError, StorageError) as exc:
             log.warning("%s: cannot write the producer snapshot at offset %d: %s",
                         self._where(), base, describe_storage_failure(exc, self.dir))

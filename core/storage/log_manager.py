@@ -36,6 +36,7 @@ from core.storage.cleaner import DEDUPE_BUFFER_BYTES, CleanResult, clean, cleana
 from core.storage.config import (
     PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     PRODUCER_ID_EXPIRATION_MS,
+    TRANSIENT_PRODUCER_ID_EXPIRATION_MS,
     LogConfig,
     broker_storage_value,
     validate_topic_name,
@@ -87,6 +88,8 @@ class LogManager:
         self._default_config = LogConfig.from_overrides({}, self._server_defaults)
         self._producer_id_expiration_ms = broker_storage_value(
             PRODUCER_ID_EXPIRATION_MS, self._server_defaults)
+        self._transient_expiration_ms = broker_storage_value(
+            TRANSIENT_PRODUCER_ID_EXPIRATION_MS, self._server_defaults)
         self._producer_expiry_interval_ms = broker_storage_value(
             PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS, self._server_defaults)
         self._last_producer_expiry_ms = clock.now_ms()
@@ -153,6 +156,7 @@ class LogManager:
                 clock=self._clock,
                 on_roll=self._on_roll,
                 producer_id_expiration_ms=self._producer_id_expiration_ms,
+                transient_expiration_ms=self._transient_expiration_ms,
             )
             self._dir_of[tp] = d
         log.info(
@@ -213,6 +217,7 @@ class LogManager:
             plog = PartitionLog.open(
                 directory, self.config_for(topic), clock=self._clock, on_roll=self._on_roll,
                 producer_id_expiration_ms=self._producer_id_expiration_ms,
+                transient_expiration_ms=self._transient_expiration_ms,
             )  # fmt: skip
             self._logs[tp], self._dir_of[tp] = plog, d
             log.info("created log for %s-%d in %s", topic, partition, d.path)

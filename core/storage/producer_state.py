@@ -83,6 +83,14 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NUM_BATCHES_TO_RETAIN = 5  # hence max.in.flight.requests.per.connection <= 5
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+#: Producer ids at or above it are transient: each names one produce request (the
+#: brokers' Idempotency-Key requests, ``core.broker.idempotency``), not a long-lived
+#: producer. A partition may see one per request, so they expire after
+#: ``transient_expiration_ms`` (idempotency.producer.id.expiration.ms, 10 min) and are
+#: left out of the snapshots taken at segment rolls (which would otherwise grow with the
+#: request rate); the snapshot of a clean shutdown keeps them.
+TRANSIENT_PRODUCER_ID_FLOOR = 1 << 62
+DEFAULT_TRANSIENT_EXPIRATION_MS = 600_000
 _SEQ_MASK = 0x7FFFFFFF  # sequences wrap modulo 2^31
 _INT32_MAX = 2**31 - 1
 
@@ -342,12 +350,14 @@ class ProducerStateManager:
     def __init__(
         self, directory: Path | str, *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        transient_expiration_ms: int = DEFAULT_TRANSIENT_EXPIRATION_MS,
         names: Iterable[str] | None = None,
     ) -> None:
         """``names``: the directory's listing when the caller has one (the log loader
         lists each partition directory once)."""
         self.directory = Path(directory)
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.transient_expiration_ms = transient_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._snapshots: list[int] = self._list_snapshots(names)  # ascending offsets
         self._map_end_offset = 0
@@ -482,25 +492,31 @@ class ProducerStateManager:
         """Drop producers idle for ``producer.id.expiration.ms`` or more (Kafka's
         ``removeExpiredProducers``: ``now - lastTimestamp >= expiration``); their ids."""
         limit = now_ms - self.producer_id_expiration_ms
-        gone = [pid for pid, e in self._producers.items() if e.last_timestamp <= limit]
+        transient = now_ms - self.transient_expiration_ms
+        gone = [pid for pid, e in self._producers.items()
+                if e.last_timestamp <= (transient if pid >= TRANSIENT_PRODUCER_ID_FLOOR
+                                        else limit)]
         for pid in gone:
             del self._producers[pid]
         return gone
 
     # --- snapshots, truncation, loading ----------------------------------------------
 
-    def take_snapshot(self, offset: int | None = None, *, sync: bool = True) -> Path | None:
+    def take_snapshot(self, offset: int | None = None, *, sync: bool = True,
+                      transient: bool = True) -> Path | None:
         """Write ``<map_end_offset>.snapshot`` unless one at or past it exists (Kafka's
         ``takeSnapshot``). ``offset``: set ``map_end_offset`` first (the new segment's
         base offset at a roll). ``sync=False``: no fsync now, ``sync_snapshots`` does it
-        later (Kafka's roll). The path written, or None."""
+        later (Kafka's roll). ``transient=False``: without the transient producer ids
+        (a roll's). The path written, or None."""
         if offset is not None:
             self._map_end_offset = offset
         if self._map_end_offset <= self._last_snap_offset:
             return None
         path = self.snapshot_path(self._map_end_offset)
-        write_snapshot(path, (self._producers[pid] for pid in sorted(self._producers)),
-                       sync=sync)
+        pids = sorted(self._producers) if transient else sorted(
+            pid for pid in self._producers if pid < TRANSIENT_PRODUCER_ID_FLOOR)
+        write_snapshot(path, (self._producers[pid] for pid in pids), sync=sync)
         if self._map_end_offset not in self._snapshots:
             self._snapshots.append(self._map_end_offset)
             self._snapshots.sort()

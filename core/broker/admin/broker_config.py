@@ -76,6 +76,7 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("producer.id.expiration.ms", int, 86400000, "how long a partition keeps an idle producer id's state (its last sequences: what lets a retried batch be recognised); Kafka's"),
     _p("idempotency.key.retention.ms", int, 86400000, "how long a produce's Idempotency-Key answers a retry with the original result (docs/delivery.md)"),
     _p("idempotency.key.claim.timeout.ms", int, 60000, "how long a produce holding an Idempotency-Key may take before a retry with that key may resume it (its broker is presumed gone)"),
+    _p("idempotency.producer.id.expiration.ms", int, 600000, "how long a partition keeps the producer id of one Idempotency-Key request after its write; an unfinished request (its broker died, or it failed retriably) is recognised when retried within this time, later retries get 422"),
     _p("idempotency.topic.num.partitions", int, 16, "partitions of __franz_idempotency"),
     _p("idempotency.topic.replication.factor", int, 3, "replication factor of __franz_idempotency (capped at live brokers)"),
     _p("producer.id.expiration.check.interval.ms", int, 600000, "how often expired producer ids are removed (with the retention pass, at most that often)"),
@@ -127,7 +128,8 @@ _BY_NAME = {p.name: p for p in BROKER_PROPERTIES}
 # Broker properties the log manager reads from the log defaults it is given, though
 # the table declares them (typed, described); handed over as strings too.
 STORAGE_PROPERTIES = frozenset({"log.segment.open.files.max", "producer.id.expiration.ms",
-                                "producer.id.expiration.check.interval.ms"})
+                                "producer.id.expiration.check.interval.ms",
+                                "idempotency.producer.id.expiration.ms"})
 
 # Broker properties that are topic defaults; handed to LogConfig as strings.
 LOG_DEFAULT_PREFIXES = ("log.", "message.", "min.insync.replicas", "unclean.leader.election.enable",

@@ -213,7 +213,7 @@ class IdempotencyCoordinator:
         if now - entry.created_ms >= self._producer_expiration_ms:
             raise IdempotencyOutcomeUnknownError(
                 "The first request with this Idempotency-Key did not finish and its outcome "
-                "can no longer be told (producer.id.expiration.ms passed); nothing was "
+                "can no longer be told (idempotency.producer.id.expiration.ms passed); nothing was "
                 "written again")
         entry.busy_until = now + self._claim_timeout_ms
         return _claim_of(entry)

@@ -18,6 +18,7 @@ from core.storage.errors import (
 )
 from core.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    TRANSIENT_PRODUCER_ID_FLOOR,
     AppendOrigin,
     BatchMetadata,
     ProducerStateEntry,
@@ -265,6 +266,35 @@ def test_the_expiration_is_configurable(tmp_path: Path) -> None:
     state = ProducerStateManager(tmp_path, producer_id_expiration_ms=10)
     state.update(header(1, 0, 0, ts=100))
     assert state.remove_expired(109) == [] and state.remove_expired(110) == [1]
+
+
+TRANSIENT = TRANSIENT_PRODUCER_ID_FLOOR + 12345
+
+
+def test_transient_producer_ids_expire_sooner(tmp_path: Path) -> None:
+    """One producer id per Idempotency-Key request: they go after
+    transient_expiration_ms, the long-lived ones after producer_id_expiration_ms."""
+    state = ProducerStateManager(tmp_path, producer_id_expiration_ms=1000,
+                                 transient_expiration_ms=10)
+    state.update(header(1, 0, 0, ts=100))
+    state.update(header(TRANSIENT, 3, 0, ts=100))
+    assert state.remove_expired(109) == []
+    assert state.remove_expired(110) == [TRANSIENT]
+    assert set(state.producers) == {1}
+
+
+def test_roll_snapshots_leave_transient_ids_out_and_the_last_keeps_them(tmp_path: Path) -> None:
+    state = ProducerStateManager(tmp_path)
+    state.update(header(1, 0, 0, offset=0))
+    state.update(header(TRANSIENT, 0, 0, offset=1))
+    roll = state.take_snapshot(2, transient=False)  # a segment roll's
+    assert roll is not None
+    assert [e.producer_id for e in decode_snapshot(roll.read_bytes())] == [1]
+    state.update(header(TRANSIENT + 1, 0, 0, offset=2))
+    last = state.take_snapshot(3)  # a clean shutdown's
+    assert last is not None
+    assert [e.producer_id for e in decode_snapshot(last.read_bytes())] == [
+        1, TRANSIENT, TRANSIENT + 1]
 
 
 # --- snapshots -----------------------------------------------------------------------
