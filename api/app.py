@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from fastapi import Depends, FastAPI
 from starlette.routing import compile_path
 
-from api import health, internal, v2, v3
+from api import health, internal, schema_registry, v2, v3
 from api.docs import install_docs
 from api.errors import install_error_handlers
 from api.fastapi_options import NO_OPENTELEMETRY
@@ -73,6 +73,7 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(v2.router)
     app.include_router(v3.router)
     app.include_router(health.router)  # /healthz, /readyz
+    app.include_router(schema_registry.router, include_in_schema=False)  # docs/schema-registry.md
     app.include_router(internal.router, include_in_schema=False)  # /internal/v1
     # innermost middleware: produce, records and follower fetches skip FastAPI's router
     # (api.hot_routes)

@@ -148,6 +148,16 @@ async def idempotency_call(request: Request, op: str) -> Response:
                                    "application/json")
 
 
+@router.post("/schemas/{op}")
+@requires(Need(Operation.CLUSTER_ACTION, ResourceType.CLUSTER))
+async def schemas_call(request: Request, op: str) -> Response:
+    """A Schema Registry call for the registry led here (served here, never forwarded
+    again; ``core.broker.schemas.router``)."""
+    broker = broker_of(request)
+    return await _coordinator_call(request, partial(broker.serve_schemas_call, op),
+                                   "application/json")
+
+
 @router.post("/controlled_shutdown")
 @requires(Need(Operation.CLUSTER_ACTION, ResourceType.CLUSTER))
 async def controlled_shutdown(request: Request, broker_id: int) -> Response:

@@ -17,6 +17,8 @@ of them sees the ``Broker`` facade:
     ConsumerManager(group backend)                     the group coordinator inside
     GroupRouter(consumer manager, cache, client)       group calls to their coordinator
     TopicAdmin(controller, cache, sync, consumers.on_topics_changed)
+    SchemaRegistry(_schemas-0's InternalTopicLog)  the Schema Registry at that partition's leader
+    SchemaRegistryRouter(registry, router, cache, client)   its calls, from any broker
 
 The choice of metadata store backend and of the cluster client is the caller's
 (``app.assembly``).
@@ -50,10 +52,12 @@ from core.broker.replica.fetcher import ReplicaFetchClient
 from core.broker.replica.internal_log import InternalTopicLog
 from core.broker.replica.manager import ReplicaManager, ReplicationSettings
 from core.broker.replica.metadata_sync import MetadataSync
+from core.broker.schemas.registry import SchemaRegistry
+from core.broker.schemas.router import SchemaCallClient, SchemaRegistryRouter
 from core.broker.security.memory_store import MemorySecurityStore
 from core.broker.security.service import Security, SecuritySettings
 from core.broker.security.store import SecurityStore
-from core.broker.types import IDEMPOTENCY_TOPIC
+from core.broker.types import IDEMPOTENCY_TOPIC, SCHEMAS_TOPIC
 from core.clock import SYSTEM_CLOCK, Clock
 from core.storage.blocking import run_blocking
 from core.storage.config import LogConfig
@@ -61,7 +65,7 @@ from core.storage.log_manager import LogManager
 
 
 class ClusterClient(ForwardingClient, ReplicaFetchClient, ShutdownClient, GroupCallClient,
-                    IdempotencyCallClient, Protocol):
+                    IdempotencyCallClient, SchemaCallClient, Protocol):
     """Every call a broker makes to the others (``core.broker.cluster.client``)."""
 
     async def close(self) -> None: ...
@@ -141,7 +145,7 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
         num_partitions=int(config["idempotency.topic.num.partitions"]),
         retention_ms=int(config["idempotency.key.retention.ms"]),
         claim_timeout_ms=int(config["idempotency.key.claim.timeout.ms"]),
-        producer_expiration_ms=int(config["producer.id.expiration.ms"]),
+        producer_expiration_ms=int(config["idempotency.producer.id.expiration.ms"]),
         append_timeout_ms=int(config["request.timeout.ms"]))
     admin = TopicAdmin(
         controller, cache, sync, log_defaults=config.log_defaults,
@@ -157,6 +161,8 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
             replication_factor=config["idempotency.topic.replication.factor"],
             retention_ms=config["idempotency.key.retention.ms"]),
         on_topics_changed=consumers.on_topics_changed)
+    schemas = SchemaRegistry(InternalTopicLog(replicas, batches, SCHEMAS_TOPIC), clock,
+                             append_timeout_ms=int(config["request.timeout.ms"]))
     return Broker(BrokerParts(
         config=config, clock=clock, store=store, cache=cache, log_manager=log_manager,
         replicas=replicas, sync=sync, controller=controller, shutdown=shutdown, router=router,
@@ -164,5 +170,6 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
             partial(store.allocate_producer_ids, broker_id)))),
         idempotent=IdempotentProducer(router, IdempotencyRouter(keys, router, cache, cluster_client)),
         admin=admin, consumers=consumers, groups=groups,
+        schemas=SchemaRegistryRouter(schemas, router, cache, cluster_client),
         batches=batches,
         topic_stats=stats, security=security, cluster_client=cluster_client))

@@ -10,6 +10,8 @@ through their constructors) and delegates every call to the part that owns it:
 - consumer instances and groups -> ``consumer.router.GroupRouter`` (``groups``): the
   group's coordinator, this broker's ``consumer.manager.ConsumerManager``
   (``consumers``) or another broker's over the internal API;
+- the Schema Registry -> ``schemas.router.SchemaRegistryRouter`` (``schemas``): the
+  registry at the leader of ``_schemas-0``, here or over the internal API;
 - calls of the internal API (``local_*``, ``replica_fetch``, ``serve_group_call``) ->
   the replica manager, the consumer manager and the controller, never forwarded again.
 
@@ -54,6 +56,8 @@ from core.broker.replica.fetch_wire import ReplicaFetchRequest, ReplicaFetchResu
 from core.broker.replica.manager import ReplicaManager
 from core.broker.replica.metadata_sync import MetadataSync
 from core.broker.replica.partition import Partition
+from core.broker.schemas.router import SchemaRegistryRouter
+from core.broker.schemas.router import serve as serve_schemas
 from core.broker.security.service import Security
 from core.broker.types import (
     BrokerInfo,
@@ -101,6 +105,7 @@ class BrokerParts:
     admin: TopicAdmin
     consumers: ConsumerManager
     groups: GroupRouter
+    schemas: SchemaRegistryRouter  # the Schema Registry, served by _schemas-0's leader
     batches: BatchCache
     topic_stats: BrokerTopicStats
     security: Security
@@ -121,6 +126,7 @@ class Broker:
         self.controller = parts.controller
         self.consumers = parts.consumers  # the groups coordinated here
         self.groups = parts.groups  # every group, served by its coordinator
+        self.schemas = parts.schemas  # the Schema Registry, served by _schemas-0's leader
         self.batches = parts.batches
         self.topic_stats = parts.topic_stats
         self.security = parts.security  # who a request is and what it may do
@@ -205,6 +211,8 @@ class Broker:
 
     async def stop(self) -> None:
         self._started = False
+        with contextlib.suppress(Exception):  # Idempotency-Key records still in memory
+            await self._idempotent.coordinator.flush()
         if self._registration_check is not None:
             self._registration_check.cancel()
         with contextlib.suppress(Exception):
@@ -386,6 +394,11 @@ class Broker:
         """An Idempotency-Key call forwarded by another broker, for a key coordinated
         here (``core.broker.idempotency.router``)."""
         return await serve_idempotency(self._idempotent.coordinator, op, body)
+
+    async def serve_schemas_call(self, op: str, body: bytes) -> bytes:
+        """A Schema Registry call forwarded by another broker, for the registry led here
+        (``core.broker.schemas.router``)."""
+        return await serve_schemas(self.schemas.registry, op, body)
 
     async def controlled_shutdown_of(self, broker_id: int) -> int:
         """As the active controller: move leadership away from ``broker_id``; how many

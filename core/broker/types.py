@@ -12,8 +12,11 @@ from core.errors import FranzError
 OFFSETS_TOPIC = "__consumer_offsets"
 #: franz's internal topic of produce Idempotency-Keys (``core.broker.idempotency``).
 IDEMPOTENCY_TOPIC = "__franz_idempotency"
+#: The Schema Registry's topic (Confluent's name and layout; ``core.broker.schemas``).
+SCHEMAS_TOPIC = "_schemas"
 #: Internal topics: never produced to by clients, never created by them.
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", IDEMPOTENCY_TOPIC})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", IDEMPOTENCY_TOPIC,
+                             SCHEMAS_TOPIC})
 
 
 def is_internal_topic(name: str) -> bool:

@@ -173,7 +173,8 @@ def test_a_quiet_start_and_a_data_directory_or_port_in_use(tmp_path: Path,
                 or "__consumer_offsets-" in line], lines
     summary = [line for line in info if "ready in" in line]
     assert len(summary) == 1, info
-    assert f"50 partitions (50 internal) in {data} (new)" in summary[0], summary
+    # __consumer_offsets (50), __franz_idempotency (16), _schemas (1)
+    assert f"67 partitions (67 internal) in {data} (new)" in summary[0], summary
     assert f"listening on http://127.0.0.1:{port}" in summary[0], summary
     assert len(info) <= 12, info  # was about 110: two lines per offsets partition
 
@@ -197,5 +198,5 @@ def test_a_quiet_start_and_a_data_directory_or_port_in_use(tmp_path: Path,
     assert first.proc.returncode == 0
     again = serve(f"http://127.0.0.1:{port}", "--port", str(port), "--data-dir", str(data))
     restart = again.output()
-    assert "loaded 50 logs from" in restart and "(clean shutdown)" in restart, restart
+    assert "loaded 67 logs from" in restart and "(clean shutdown)" in restart, restart
     assert "(new)" not in restart

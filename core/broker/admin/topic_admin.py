@@ -25,6 +25,7 @@ from core.broker.replica.metadata_sync import MetadataSync
 from core.broker.types import (
     IDEMPOTENCY_TOPIC,
     OFFSETS_TOPIC,
+    SCHEMAS_TOPIC,
     PartitionInfo,
     TopicInfo,
     is_internal_topic,
@@ -193,11 +194,12 @@ class TopicAdmin:
             return dict(self.topic_metadata(name).configs)
 
     async def ensure_internal_topics(self) -> None:
-        """The active controller creates ``__consumer_offsets`` and
-        ``__franz_idempotency``. In a cluster it waits until their replication factor of
-        brokers is alive (Kafka since 0.11: groups answer COORDINATOR_NOT_AVAILABLE
-        meanwhile), so the first broker to start does not pin a topic to RF=1 on itself;
-        a cluster of one (``franz serve``) caps RF at 1."""
+        """The active controller creates ``__consumer_offsets``, ``__franz_idempotency``
+        and ``_schemas`` (the Schema Registry's: one partition, compacted, as Confluent's,
+        with the offsets topic's replication factor). In a cluster it waits until their
+        replication factor of brokers is alive (Kafka since 0.11: groups answer
+        COORDINATOR_NOT_AVAILABLE meanwhile), so the first broker to start does not pin a
+        topic to RF=1 on itself; a cluster of one (``franz serve``) caps RF at 1."""
         o, i = self._offsets, self._idempotency
         await self._ensure_internal(
             OFFSETS_TOPIC, o.num_partitions, o.replication_factor,
@@ -207,6 +209,9 @@ class TopicAdmin:
             IDEMPOTENCY_TOPIC, i.num_partitions, i.replication_factor,
             {"cleanup.policy": "compact,delete", "retention.ms": str(i.retention_ms),
              "compression.type": "producer", "segment.bytes": str(i.segment_bytes)})
+        await self._ensure_internal(
+            SCHEMAS_TOPIC, 1, o.replication_factor,
+            {"cleanup.policy": "compact", "compression.type": "producer"})
 
     async def _ensure_internal(self, name: str, partitions: int, replication_factor: int,
                                configs: dict[str, str]) -> None:

@@ -16,6 +16,8 @@ Routes (``api/internal``, mounted under ``/internal/v1``, hidden from OpenAPI):
                                             (``core.broker.consumer.wire``)
     POST /idempotency/{op}                  an Idempotency-Key call for its coordinator
                                             (``core.broker.idempotency.router``)
+    POST /schemas/{op}                      a Schema Registry call for the leader of
+                                            ``_schemas-0`` (``core.broker.schemas.router``)
     POST /controlled_shutdown?broker_id=    JSON {remaining}: asked of the controller
 
 A failed call answers a non-2xx status with ``{"kafka_error_code": N, "error_class":
@@ -127,6 +129,10 @@ class HttpClusterClient:
 
     async def idempotency_call(self, address: Address, op: str, body: bytes) -> bytes:
         return await self._send(address, "POST", f"/idempotency/{op}", body=body,
+                                content_type="application/json")
+
+    async def schemas_call(self, address: Address, op: str, body: bytes) -> bytes:
+        return await self._send(address, "POST", f"/schemas/{op}", body=body,
                                 content_type="application/json")
 
     async def controlled_shutdown(self, address: Address, broker_id: int) -> int:

@@ -1,0 +1,40 @@
+"""Schema formats: ``parse`` a schema of any type (with its references, already parsed),
+``check`` whether a reader schema reads what a writer schema wrote, ``render`` a schema
+in a requested format."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from core.broker.schemas.formats import avro, jsonschema, protobuf
+from core.broker.schemas.formats.base import Incompatibility, ParsedSchema
+from core.broker.schemas.model import AVRO, JSON, PROTOBUF, Reference, check_schema_type
+
+__all__ = ["Incompatibility", "ParsedSchema", "check", "parse", "render"]
+
+_PARSERS = {AVRO: avro.parse, JSON: jsonschema.parse, PROTOBUF: protobuf.parse}
+_CHECKS = {AVRO: avro.check, JSON: jsonschema.check, PROTOBUF: protobuf.check}
+
+
+def parse(schema_type: str, text: str, references: Mapping[str, ParsedSchema],
+          refs: tuple[Reference, ...] = (), *, normalize: bool = False) -> ParsedSchema:
+    """``text`` as a schema of ``schema_type``; ``references``: the parsed schemas its
+    references name, by reference name. InvalidSchemaError when it is not valid."""
+    return _PARSERS[check_schema_type(schema_type)](text, references, refs,
+                                                    normalize=normalize)
+
+
+def check(reader: ParsedSchema, writer: ParsedSchema) -> list[Incompatibility]:
+    """Why ``reader`` cannot read data written with ``writer`` (empty: it can)."""
+    if reader.schema_type != writer.schema_type:
+        return [Incompatibility("TYPE_CHANGED", "/", f"a {reader.schema_type} schema cannot "
+                                                     f"read {writer.schema_type} data")]
+    return _CHECKS[reader.schema_type](reader, writer)
+
+
+def render(parsed: ParsedSchema, fmt: str | None) -> str:
+    """The schema's text; ``fmt`` ``serialized``: a PROTOBUF schema's descriptor in
+    base64 (Confluent's ``format=serialized``)."""
+    if fmt == "serialized" and parsed.schema_type == PROTOBUF:
+        return protobuf.serialized(parsed)
+    return parsed.text
