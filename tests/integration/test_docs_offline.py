@@ -63,3 +63,19 @@ def test_swagger_ui_renders_the_operations_headless(client: httpx.Client, franz_
     # rendered operations carry their path (opblock-summary-path) and their operationId
     assert "/v3/clusters/{cluster_id}/topics" in dom, dom[:2000]
     assert any(op_id in dom for op_id in operation_ids), dom[:2000]
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None,
+                    reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_redoc_renders_every_operation_headless(client: httpx.Client, franz_url: str) -> None:
+    spec = client.get("/openapi.json").json()
+    operation_ids = {op["operationId"] for item in spec["paths"].values()
+                     for op in item.values() if isinstance(op, dict) and "operationId" in op}
+    cmd = ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+           "--disable-background-networking", "--virtual-time-budget=20000",
+           "--dump-dom", franz_url + "/redoc"]
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=True).stdout
+    # ReDoc gives each rendered operation a section named after its operationId
+    rendered = set(re.findall(r'data-section-id="operation/([A-Za-z0-9_]+)"', dom))
+    assert rendered, dom[:2000]
+    assert operation_ids <= rendered, sorted(operation_ids - rendered)[:10]
