@@ -9,7 +9,7 @@ one JSON line, then (``done`` only) the encoded results (``results_codec``)::
     <results>
 
 A key's producer id is made from the key itself (``producer_id_for``: 2^62 + the
-coordinator partition << 52 + 52 bits of the key's SHA-256, the next free value when
+coordinator partition << 52 + 52 bits of the key's BLAKE2b, the next free value when
 another live key of the partition has it), so it is unique among live keys, never one of
 the brokers' own (blocks of 1000 from 0), and the same whenever the key is claimed
 again, also by a coordinator that never saw the first claim; its producer epoch is the
@@ -57,7 +57,7 @@ def producer_id_for(partition: int, key: bytes, taken: Container[int] = ()) -> i
     hash, moved on to the next value not in ``taken`` (other live keys' ids)."""
     if not 0 <= partition < MAX_PARTITIONS:
         raise ValueError(f"no producer id for idempotency partition {partition}")
-    h = int.from_bytes(hashlib.sha256(key).digest()[:8], "big") & _HASH_MASK
+    h = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") & _HASH_MASK
     base = CLAIM_PRODUCER_ID_BASE + (partition << _HASH_BITS)
     while base + h in taken:
         h = (h + 1) & _HASH_MASK

@@ -15,7 +15,11 @@ from typing import Any, Protocol
 import orjson
 
 from core.broker.cluster.router import Router
-from core.broker.errors import CoordinatorNotAvailableError
+from core.broker.errors import (
+    CoordinatorNotAvailableError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+)
 from core.broker.idempotency.coordinator import Claim, IdempotencyCoordinator
 from core.broker.metadata.cache import MetadataCache
 from core.broker.types import IDEMPOTENCY_TOPIC, TopicPartition
@@ -82,6 +86,11 @@ class IdempotencyRouter:
             raise CoordinatorNotAvailableError(
                 f"{IDEMPOTENCY_TOPIC} does not exist yet (it is created with the cluster's "
                 "consumer-offsets topic); retry")
+        try:  # led here (always standalone): no routing
+            return await local()
+        except (NotLeaderOrFollowerError, UnknownTopicOrPartitionError):
+            if self._client is None:
+                raise
         tp = TopicPartition(IDEMPOTENCY_TOPIC, self.coordinator.partition_for(key))
         client = self._client
 
