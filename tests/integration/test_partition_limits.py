@@ -102,8 +102,10 @@ def _topics(url: str) -> list[str]:
 
 
 def test_per_topic_and_per_broker_maxima(tmp_path: Path) -> None:
+    # internal topics: 50 offsets + 1 idempotency + 1 _schemas partitions
     with serving(tmp_path, ["max.partitions.per.topic=20", "max.partitions.per.broker=85",
-                            "offsets.topic.num.partitions=50"]) as server:
+                            "offsets.topic.num.partitions=50",
+                            "idempotency.topic.num.partitions=1"]) as server:
         r = _create(server.url, "too-wide", 21)
         assert r.status_code == 400 and r.json()["error_code"] == 40002, r.text
         assert "max.partitions.per.topic=20" in r.json()["message"]
@@ -114,13 +116,13 @@ def test_per_topic_and_per_broker_maxima(tmp_path: Path) -> None:
         r = _grow(server.url, "a", 21)
         assert r.status_code == 400 and "max.partitions.per.topic" in r.json()["message"], r.text
         assert len(_partition_dirs(server.data_dir, "a")) == 20
-        # 50 offsets partitions + 20 hosted; 20 more would pass 85
+        # 52 internal partitions + 20 hosted; 20 more would pass 85
         r = _create(server.url, "b", 20)
         assert r.status_code == 400 and r.json()["error_code"] == 40002, r.text
         assert "max.partitions.per.broker" in r.json()["message"], r.text
         assert "b" not in _topics(server.url) and _partition_dirs(server.data_dir, "b") == []
         assert _create(server.url, "b", 20).status_code == 400  # still nothing half made
-        assert _create(server.url, "c", 10).status_code == 201  # 80 of 85
+        assert _create(server.url, "c", 10).status_code == 201  # 82 of 85
         # produce still works on the topics that exist
         r = httpx.post(f"{server.url}/topics/a", json={"records": [{"value": "eA=="}]},
                        headers={"Content-Type": "application/vnd.kafka.binary.v2+json"})

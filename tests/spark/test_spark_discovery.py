@@ -12,6 +12,7 @@ installed into a virtual environment of its own.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import venv
@@ -34,8 +35,11 @@ assert "franz" in found, found
 
 
 def _lookup(python: str, cwd: Path) -> str:
+    # without PYTHONPATH: the Spark fixtures put the checkout there for their workers,
+    # which would find the module whatever the install does
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     r = subprocess.run([python, "-c", LOOKUP], cwd=cwd, capture_output=True, text=True,
-                       timeout=120)
+                       timeout=120, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
 
