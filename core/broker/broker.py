@@ -26,9 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from core.broker.admin.broker_config import BrokerConfig, broker_config_entries
 from core.broker.admin.topic_admin import TopicAdmin
@@ -141,6 +141,8 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False  # between the end of start() and the beginning of stop()
         self._registration_check: asyncio.Task[list[BrokerRegistration]] | None = None
+        self._reactions: set[asyncio.Future[object]] = set()  # metadata changes being applied
+        self._closing = False  # stop() is closing what the reactions use
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -227,6 +229,10 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks.clear()
+        self._closing = True
+        for reaction in list(self._reactions):
+            reaction.cancel()
+        await asyncio.gather(*self._reactions, return_exceptions=True)
         await self.consumers.stop()
         with contextlib.suppress(Exception):
             await self.store.unregister_broker(self.broker_id)
@@ -239,15 +245,30 @@ class Broker:
     # --- metadata changes -> local replicas ---------------------------------------------
 
     def _on_metadata_event(self, event: MetadataEvent) -> None:
+        if self._closing:  # the store is closing: nothing more to apply
+            return
         self.controller.on_event(event)
         if event.kind is EventKind.BROKERS_CHANGED:
-            asyncio.ensure_future(self._refresh_brokers_and_internal_topics())
+            self._follow(self._refresh_brokers_and_internal_topics())
         elif event.kind is EventKind.SESSION_EXPIRED:
             self.replica_manager.fence_leaders()  # no split brain until re-synced
         elif event.kind is EventKind.SESSION_RESTORED:
-            asyncio.ensure_future(self._sync.sync_all())
+            self._follow(self._sync.sync_all())
         elif event.topic is not None:
-            asyncio.ensure_future(self._sync.sync_topic(event.topic))
+            self._follow(self._sync.sync_topic(event.topic))
+
+    def _follow(self, coro: Coroutine[Any, Any, object]) -> None:
+        """Run a metadata reaction; ``stop`` cancels those still running before it
+        closes the store they read (they logged "Task exception was never retrieved"
+        with a traceback at every stop in a cluster)."""
+        task = asyncio.ensure_future(coro)
+        self._reactions.add(task)
+        task.add_done_callback(self._reaction_done)
+
+    def _reaction_done(self, task: asyncio.Future[object]) -> None:
+        self._reactions.discard(task)
+        if not task.cancelled() and task.exception() is not None and not self._closing:
+            log.error("applying a metadata change failed", exc_info=task.exception())
 
     async def _refresh_brokers_and_internal_topics(self) -> None:
         await self._sync.refresh_brokers()
