@@ -9,57 +9,25 @@ printed, the offsets after a reset, that a dry run changes nothing, exit codes (
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
 import re
-import shutil
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from conftest import ROOT
+from test_cli import CLI_ENV, Franz, Result, franz_command
 
 from app.commands.topics import _report, format_topic
 
 if TYPE_CHECKING:
     from conftest import FranzServer, V2Client
 
-# --- the CLI runner (as tests/integration/test_cli.py runs it) ---------------------------------
+# --- the CLI runner (tests/integration/test_cli.py's, checking for tracebacks) ---------------
 
 
-def franz_command() -> list[str]:
-    """The installed ``franz`` console script next to this interpreter, else
-    ``python -m app.cli``; run with ``CLI_ENV`` so it imports this checkout."""
-    script = Path(sys.executable).with_name("franz")
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("franz")
-    return [found] if found else [sys.executable, "-m", "app.cli"]
-
-
-CLI_ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-}
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-    raw: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-Franz = Callable[..., Result]
 
 
 def _run(url: str, args: tuple[str, ...], stdin: bytes | None, timeout: float) -> Result:

@@ -49,32 +49,39 @@ def test_docs_pages_are_not_api_operations(client: httpx.Client) -> None:
     assert not any(p.startswith("/docs-assets") for p in paths)
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None,
-                    reason="Debian's chromium is not installed (apt-get install chromium)")
-def test_swagger_ui_renders_the_operations_headless(client: httpx.Client, franz_url: str) -> None:
+needs_chromium = pytest.mark.skipif(
+    shutil.which("chromium") is None,
+    reason="Debian's chromium is not installed (apt-get install chromium)")
+
+
+def _operation_ids(client: httpx.Client) -> set[str]:
     spec = client.get("/openapi.json").json()
-    operation_ids = {op["operationId"] for item in spec["paths"].values()
-                     for op in item.values() if isinstance(op, dict) and "operationId" in op}
+    return {op["operationId"] for item in spec["paths"].values()
+            for op in item.values() if isinstance(op, dict) and "operationId" in op}
+
+
+def _rendered_dom(url: str, budget_ms: int) -> str:
+    """The page's DOM after headless Chromium ran its scripts for ``budget_ms``."""
     cmd = ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-           "--disable-background-networking", "--virtual-time-budget=15000",
-           "--dump-dom", franz_url + "/docs"]
-    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=True).stdout
+           "--disable-background-networking", f"--virtual-time-budget={budget_ms}",
+           "--dump-dom", url]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=True).stdout
+
+
+@needs_chromium
+def test_swagger_ui_renders_the_operations_headless(client: httpx.Client, franz_url: str) -> None:
+    operation_ids = _operation_ids(client)
+    dom = _rendered_dom(franz_url + "/docs", 15000)
     assert 'class="swagger-ui' in dom, dom[:2000]
     # rendered operations carry their path (opblock-summary-path) and their operationId
     assert "/v3/clusters/{cluster_id}/topics" in dom, dom[:2000]
     assert any(op_id in dom for op_id in operation_ids), dom[:2000]
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None,
-                    reason="Debian's chromium is not installed (apt-get install chromium)")
+@needs_chromium
 def test_redoc_renders_every_operation_headless(client: httpx.Client, franz_url: str) -> None:
-    spec = client.get("/openapi.json").json()
-    operation_ids = {op["operationId"] for item in spec["paths"].values()
-                     for op in item.values() if isinstance(op, dict) and "operationId" in op}
-    cmd = ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-           "--disable-background-networking", "--virtual-time-budget=20000",
-           "--dump-dom", franz_url + "/redoc"]
-    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=True).stdout
+    operation_ids = _operation_ids(client)
+    dom = _rendered_dom(franz_url + "/redoc", 20000)
     # ReDoc gives each rendered operation a section named after its operationId
     rendered = set(re.findall(r'data-section-id="operation/([A-Za-z0-9_]+)"', dom))
     assert rendered, dom[:2000]
