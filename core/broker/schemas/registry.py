@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -252,28 +252,18 @@ class SchemaRegistry:
     async def get_config(self, *, subject: str | None = None,
                          default_to_global: bool = False) -> str:
         state = await self._current()
-        if subject is None:
-            return state.level(None)
-        level = state.configs.get(subject)
-        if level is not None:
-            return level
-        if default_to_global:
-            return state.level(None)
-        raise SubjectCompatibilityNotConfiguredError(
-            f"Subject '{subject}' does not have subject-level compatibility configured")
+        return _subject_setting(
+            state.configs, state.level(None), subject, default_to_global,
+            lambda: SubjectCompatibilityNotConfiguredError(
+                f"Subject '{subject}' does not have subject-level compatibility configured"))
 
     async def get_mode(self, *, subject: str | None = None,
                        default_to_global: bool = False) -> str:
         state = await self._current()
-        if subject is None:
-            return state.mode(None)
-        mode = state.modes.get(subject)
-        if mode is not None:
-            return mode
-        if default_to_global:
-            return state.mode(None)
-        raise SubjectModeNotConfiguredError(
-            f"Subject '{subject}' does not have subject-level mode configured")
+        return _subject_setting(
+            state.modes, state.mode(None), subject, default_to_global,
+            lambda: SubjectModeNotConfiguredError(
+                f"Subject '{subject}' does not have subject-level mode configured"))
 
     async def check_compatibility(self, *, subject: str, schema: SchemaInput,
                                   version: int | None = None,
@@ -531,3 +521,17 @@ OPS: dict[str, str] = {name: name for name in (
 def method_of(registry: SchemaRegistry, op: str) -> Callable[..., Any]:
     """The registry's method for call ``op`` (KeyError for an unknown one)."""
     return getattr(registry, OPS[op])  # type: ignore[no-any-return]
+
+
+def _subject_setting(values: Mapping[str, str], global_value: str, subject: str | None,
+                     default_to_global: bool, missing: Callable[[], Exception]) -> str:
+    """A subject's compatibility level or mode: its own, else (``default_to_global``, or
+    no subject asked) the global one, else ``missing()`` raised."""
+    if subject is None:
+        return global_value
+    value = values.get(subject)
+    if value is not None:
+        return value
+    if default_to_global:
+        return global_value
+    raise missing()
