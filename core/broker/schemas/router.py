@@ -27,6 +27,7 @@ from core.broker.schemas.model import (
     SubjectVersion,
 )
 from core.broker.schemas.registry import OPS, SchemaRegistry, method_of
+from core.broker.schemas.resolver import SchemaResolver
 from core.broker.types import SCHEMAS_TOPIC, TopicPartition
 from core.errors import InvalidRequestError
 
@@ -105,6 +106,7 @@ class SchemaRegistryRouter:
         self._router = router
         self._cache = cache
         self._client = client
+        self.resolver = SchemaResolver(self)  # parsed and registered schemas, cached
 
     async def call(self, op: str, **args: Any) -> Any:
         """``op`` at the leader of ``_schemas-0``, its answer as the registry's values."""
