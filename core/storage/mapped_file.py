@@ -46,6 +46,8 @@ def _load_libc() -> ctypes.CDLL | None:
     libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
     libc.msync.restype = ctypes.c_int
     libc.msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    libc.madvise.restype = ctypes.c_int
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     return libc
 
 
@@ -67,6 +69,11 @@ class FileMapping:
             raise OSError(err, os.strerror(err))
         self._addr: int | None = addr
         self._length = length
+        # No read-ahead on faults: an index is read by binary search and written one
+        # entry at a time. With the default, the first touch of a fresh 10 MiB index
+        # mapping took 4-8 ms (read-ahead over the preallocated file; ext4, this VM's
+        # disk) and its later truncation ~1 ms; with MADV_RANDOM 9 us and 66 us.
+        _LIBC.madvise(addr, length, mmap.MADV_RANDOM)  # advice only: a failure is harmless
         self._view = memoryview((ctypes.c_char * length).from_address(addr)).cast("B")
 
     @property
@@ -96,6 +103,8 @@ class _PythonMapping:
 
     def __init__(self, fd: int, length: int) -> None:
         self._mm = mmap.mmap(fd, length)
+        if hasattr(self._mm, "madvise"):
+            self._mm.madvise(mmap.MADV_RANDOM)
         self._view = memoryview(self._mm)
 
     @property
