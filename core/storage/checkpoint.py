@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from core.storage.config import is_valid_topic_name
+from core.storage.durability import fsync_dir
 from core.storage.errors import CorruptCheckpointError, KafkaStorageError
 
 VERSION = 0
@@ -50,13 +51,6 @@ def _parse_int(text: str, bounds: tuple[int, int], what: str) -> int:
     return int(text)
 
 
-def fsync_dir(directory: Path) -> None:
-    """fsync a directory so renames and new files in it survive a crash."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class CheckpointFile(ABC, Generic[E]):

@@ -54,6 +54,7 @@ from array import array
 from itertools import islice
 from pathlib import Path
 
+from core.storage import durability
 from core.storage.errors import CorruptIndexError, NonMonotonicAppendError
 from core.storage.mapped_file import Mapping, open_mapping
 
@@ -237,12 +238,13 @@ class _MappedIndex:
         mapping = self._map
         if mapping is not None:
             self._dirty = False
-            mapping.flush()
+            if not durability.deferring():
+                mapping.flush()
         elif self._dirty and not self._closed:
             self._dirty = False
             fd = os.open(self.path, os.O_RDONLY)
             try:
-                os.fsync(fd)
+                durability.fsync(fd)
             finally:
                 os.close(fd)
 

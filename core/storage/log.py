@@ -58,7 +58,7 @@ from core.clock import Clock
 from core.errors import FranzError
 from core.storage import log_loader
 from core.storage.batch import BatchHeader, parse_header
-from core.storage.checkpoint import fsync_dir
+from core.storage.durability import fsync_dir
 from core.storage.errors import (
     InvalidProducerEpochError,
     KafkaStorageError,

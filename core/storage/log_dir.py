@@ -27,8 +27,9 @@ import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from core.storage.checkpoint import OffsetCheckpointFile, fsync_dir
+from core.storage.checkpoint import OffsetCheckpointFile
 from core.storage.config import is_valid_topic_name
+from core.storage.durability import fsync_dir
 from core.storage.errors import CorruptCheckpointError, KafkaStorageError
 
 log = logging.getLogger(__name__)

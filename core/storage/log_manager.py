@@ -32,6 +32,7 @@ from functools import partial
 from pathlib import Path
 
 from core.clock import Clock
+from core.storage import durability
 from core.storage.cleaner import DEDUPE_BUFFER_BYTES, CleanResult, clean, cleanable_ratio
 from core.storage.config import (
     PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
@@ -447,16 +448,22 @@ class LogManager:
 
     def _close_dir(self, d: LogDir) -> None:
         entries = self._logs_in(d)
-        # fsyncs of many logs in parallel: the file system commits them together (10,000
-        # logs flushed one by one took 46 s to stop on the test machine). Shutdown only:
-        # nothing appends any more, and the descriptor cache is thread-safe.
-        # The producer snapshot at each LEO is written (and fsynced) there too; close
-        # then finds it and writes nothing.
+        # Every log flushed and its producer snapshot at the LEO written (close then finds
+        # it and writes nothing), on several threads (shutdown only: nothing appends any
+        # more, the descriptor cache is thread-safe), their fsyncs deferred to one
+        # syncfs of the file system: one fsync per file took 38 s to stop 10,000 logs.
+        defer = durability.can_defer()
+
+        def final_flush(entry: tuple[TopicPartition, PartitionLog]) -> bool:
+            tp, plog = entry
+            with durability.deferred(defer):
+                return (_isolated(tp, "final flush", plog.flush)
+                        and _isolated(tp, "producer snapshot", plog.take_producer_snapshot))
+
         with ThreadPoolExecutor(_FINAL_FLUSH_THREADS, thread_name_prefix="franz-close") as pool:
-            ok = all(list(pool.map(lambda e: _isolated(e[0], "final flush", e[1].flush)
-                                   and _isolated(e[0], "producer snapshot",
-                                                 e[1].take_producer_snapshot),
-                                   entries)))
+            ok = all(list(pool.map(final_flush, entries)))
+        if defer and entries and not durability.sync_filesystem(d.path):
+            ok = False
         try:
             self._write_dir_checkpoints(d)
         except (OSError, StorageError):

@@ -66,9 +66,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
 
+from core.storage import durability
 from core.storage.batch import CONTROL_BIT, BatchHeader
-from core.storage.checkpoint import fsync_dir
 from core.storage.codec import crc32c
+from core.storage.durability import fsync_dir
 from core.storage.errors import (
     CorruptSnapshotError,
     InvalidProducerEpochError,
@@ -311,7 +312,7 @@ def write_snapshot(
             f.write(data)
             if sync:
                 f.flush()
-                os.fsync(f.fileno())
+                durability.fsync(f.fileno())
         os.replace(tmp, path)
         if sync:
             fsync_dir(path.parent)
@@ -543,7 +544,7 @@ class ProducerStateManager:
             except OSError as exc:
                 raise KafkaStorageError(f"cannot fsync producer snapshot: {exc}") from exc
             try:
-                os.fsync(fd)
+                durability.fsync(fd)
             except OSError as exc:
                 raise KafkaStorageError(f"cannot fsync producer snapshot: {exc}") from exc
             finally:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from core.clock import Clock
+from core.storage import durability
 from core.storage.batch import HEADER_SIZE, BatchHeader, is_crc_valid, parse_header
 from core.storage.batch_scan import (
     Frame,
@@ -601,7 +602,7 @@ class LogSegment:
         """fsync the ``.log`` and msync (or fsync) both indexes."""
         try:
             with self._file.pin() as fd:
-                os.fsync(fd)
+                durability.fsync(fd)
             self.offset_index.flush()
             self.time_index.flush()
         except OSError as exc:
