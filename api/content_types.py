@@ -2,7 +2,8 @@
 
 Pattern ``application/vnd.kafka[.<format>].v2+json``. The embedded format of a produce
 body comes from its Content-Type; plain ``application/json`` means the json format (a
-franz extension: Confluent answers 415). ``GET .../records`` negotiates the Accept
+franz extension: Confluent answers 415); avro, jsonschema and protobuf write with the
+broker's Schema Registry (``SCHEMA_TYPES``). ``GET .../records`` negotiates the Accept
 header against the consumer instance's format:
 
     Accept                                      served as
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from api.errors import V2_MEDIA, ApiError, ErrorCode
+from core.broker.schemas.model import AVRO, JSON, PROTOBUF
 
 JSON_MEDIA = "application/json"
 
@@ -37,8 +39,13 @@ class EmbeddedFormat(StrEnum):
     PROTOBUF = "protobuf"
 
 
-#: Formats franz can embed; the schema formats need a Schema Registry, which franz lacks.
-SUPPORTED_FORMATS = frozenset({EmbeddedFormat.BINARY, EmbeddedFormat.JSON})
+#: Formats franz can embed: all five (the schema formats use the broker's Schema Registry).
+SUPPORTED_FORMATS = frozenset(EmbeddedFormat)
+#: The Schema Registry's schema type each schema format writes and reads.
+SCHEMA_TYPES = {EmbeddedFormat.AVRO: AVRO, EmbeddedFormat.JSONSCHEMA: JSON,
+                EmbeddedFormat.PROTOBUF: PROTOBUF}
+#: What the stateless range read renders (``range_read_format``).
+_RANGE_READ_FORMATS = frozenset({EmbeddedFormat.BINARY, EmbeddedFormat.JSON})
 
 _KAFKA_V2 = re.compile(r"^application/vnd\.kafka(?:\.([a-z0-9_-]+))?\.v2\+json$")
 
@@ -92,17 +99,6 @@ def produce_format(content_type: str | None) -> EmbeddedFormat:
     if media is None or media.format is None:
         raise _unsupported_media()
     return media.format
-
-
-def require_supported(format: EmbeddedFormat) -> None:
-    """422 / 42206 for the schema formats: franz has no Schema Registry."""
-    if format not in SUPPORTED_FORMATS:
-        raise ApiError(
-            422,
-            ErrorCode.PAYLOAD_ERROR,
-            f"Schema Registry is not configured: the {format.value} format is not available; "
-            "franz supports the binary and json embedded formats",
-        )
 
 
 def check_body_type(content_type: str | None) -> None:
@@ -213,7 +209,7 @@ def range_read_format(accept: str | None) -> tuple[EmbeddedFormat, str]:
             continue
         saw_kafka = True
         fmt = _wanted_format(media)
-        if fmt is not None and fmt in SUPPORTED_FORMATS:
+        if fmt is not None and fmt in _RANGE_READ_FORMATS:
             return fmt, (media_of(fmt) if media.kafka else JSON_MEDIA)
     if saw_kafka:
         raise ApiError(

@@ -30,6 +30,7 @@ from starlette.responses import Response
 
 from core.broker import errors as be
 from core.broker.controller.reassignment import ReassignmentInProgressError
+from core.broker.schemas import errors as sche
 from core.errors import FranzError, InvalidRequestError
 from core.storage import errors as se
 
@@ -72,7 +73,8 @@ class ErrorCode(IntEnum):
     JSON_CONVERSION = 42203
     INVALID_CONSUMER_CONFIG = 42204
     INVALID_SCHEMA = 42205
-    PAYLOAD_ERROR = 42206  # e.g. "Schema Registry is not configured"
+    PAYLOAD_ERROR = 42206  # v3: empty body, invalid topic name
+    MESSAGE_SERIALIZATION = 42207  # the Schema Registry refused or lacks the schema named
     BAD_BATCH = 42208  # v3: empty batch, duplicate ids, too many records
     KAFKA_ERROR = 50002
     KAFKA_RETRIABLE_ERROR = 50003
@@ -161,6 +163,23 @@ ERROR_TABLE: dict[type[FranzError], ErrorSpec] = {
     be.BrokerNotAvailableError: ErrorSpec(
         503, ErrorCode.BROKER_NOT_AVAILABLE, "Broker not available."
     ),
+    # producing with schemas (core.broker.schemas.encoding; the registry's own routes
+    # answer in its shape: api.schema_registry.errors)
+    sche.KeySchemaMissingError: ErrorSpec(
+        422, ErrorCode.KEY_SCHEMA_MISSING, "Request includes keys but does not include key schema"
+    ),
+    sche.ValueSchemaMissingError: ErrorSpec(
+        422, ErrorCode.VALUE_SCHEMA_MISSING,
+        "Request includes values but does not include value schema",
+    ),
+    sche.SerializationError: ErrorSpec(
+        422, ErrorCode.JSON_CONVERSION, "Conversion of JSON to Object failed."
+    ),
+    sche.RawSchemaInvalidError: ErrorSpec(422, ErrorCode.INVALID_SCHEMA, "Invalid schema."),
+    sche.SchemaLookupError: ErrorSpec(
+        422, ErrorCode.MESSAGE_SERIALIZATION, "Error serializing message."
+    ),
+    sche.SchemaChoiceError: ErrorSpec(400, ErrorCode.BAD_REQUEST, "Bad Request."),
 }
 
 _RETRIABLE = ErrorSpec(500, ErrorCode.KAFKA_RETRIABLE_ERROR, "Retriable Kafka error.")

@@ -4,6 +4,10 @@ binary  key/value are standard base64 strings (RFC 4648 ``+/`` alphabet, padded)
         raw bytes, both ways. A non-string or undecodable string is 400 / 400.
 json    key/value are any JSON value; stored as its compact UTF-8 JSON text (no schema,
         no magic byte); consumed records embed the parsed value.
+avro, jsonschema, protobuf
+        key/value are JSON values written with a Schema Registry schema
+        (``core.broker.schemas.encoding``, called by ``api.v2.produce``); ``schema_records``
+        puts the bytes it wrote beside the rows' other fields.
 
 A JSON ``null`` or a missing field is a Kafka null, not empty bytes. Consumed records
 carry (franz extensions) ``timestamp`` (epoch ms), ``timestamp_type`` (``CreateTime`` or
@@ -169,6 +173,16 @@ def produce_records(fmt: EmbeddedFormat, rows: Sequence[Any]) -> ProduceColumns:
         headers.append(_headers_in(r.get("headers"), i))
     return _columns(
         values, keys, headers, [r.get("timestamp") for r in rows], [r.get("partition") for r in rows]
+    )
+
+
+def schema_records(rows: Sequence[Any], keys: list[bytes | None],
+                   values: list[bytes | None]) -> ProduceColumns:
+    """Validated request records whose keys and values are already written (the schema
+    formats) -> the broker's produce input."""
+    return _columns(
+        values, keys, [_headers_in(r.get("headers"), i) for i, r in enumerate(rows)],
+        [r.get("timestamp") for r in rows], [r.get("partition") for r in rows]
     )
 
 

@@ -1,12 +1,19 @@
 """v2 produce: ``POST /topics/{topic}`` and ``POST /topics/{topic}/partitions/{partition}``.
 
-The Content-Type picks the embedded format (``api.content_types``): binary and json are
-served; avro, jsonschema and protobuf are 422 / 42206 (no Schema Registry). An Accept
-that allows no v2 answer (``text/html``) is 406 / 406 and nothing is written. The answer
-is always one ``offsets`` entry per input record, in order, HTTP 200 even when some
-records failed (Confluent). Failed entries have null ``partition``/``offset`` and the
-``error_code`` of the error's row in ``api.errors.ERROR_TABLE`` (413 record too large,
-40402 unknown partition, 50003 retriable Kafka error, 50002 other Kafka error).
+The Content-Type picks the embedded format (``api.content_types``). binary and json
+are decoded here (``api.v2.embedded``). avro, jsonschema and protobuf write keys and
+values with Schema Registry schemas (``core.broker.schemas.encoding``), named by
+``key_schema`` / ``value_schema`` (a schema text, registered under ``<topic>-key`` /
+``<topic>-value`` when new) or ``key_schema_id`` / ``value_schema_id`` (registered under
+that subject); the answer carries the ids used. The request fails as a whole, nothing
+written: 42201 / 42202 a key / value without its schema, 42203 a key or value its schema
+refuses, 42205 an invalid schema text, 42207 a schema the registry lacks or refuses, 400
+both a schema and its id. An Accept that allows no v2 answer (``text/html``) is 406 /
+406 and nothing is written. The answer is always one ``offsets`` entry per input record,
+in order, HTTP 200 even when some records failed (Confluent). Failed entries have null
+``partition``/``offset`` and the ``error_code`` of the error's row in
+``api.errors.ERROR_TABLE`` (413 record too large, 40402 unknown partition, 50003
+retriable Kafka error, 50002 other Kafka error).
 
 franz extensions (query parameters):
 - ``acks`` = ``0`` | ``1`` | ``all`` (or ``-1``); default ``1``.
@@ -35,9 +42,9 @@ from typing_extensions import TypedDict
 
 from api import native_render
 from api.content_types import (
+    SCHEMA_TYPES,
     EmbeddedFormat,
     produce_format,
-    require_supported,
     v2_response_media,
 )
 from api.deps import broker_of
@@ -55,8 +62,10 @@ from api.openapi import JSON_MEDIA, enum_schema, error_doc, errors, ok, ref
 from api.responses import check_accept
 from api.security.authorization import Need, may_create_topic, requires
 from api.v2.body import empty_body_error, parse
-from api.v2.embedded import binary_columns_fast, produce_records
-from api.v2.schemas import BINARY_PRODUCE, JSON_PRODUCE
+from api.v2.embedded import binary_columns_fast, produce_records, schema_records
+from api.v2.schemas import BINARY_PRODUCE, JSON_PRODUCE, SCHEMA_PRODUCE, SchemaProduceRequest
+from core.broker.schemas import encoding
+from core.broker.schemas.encoding import SchemaChoice, Writer
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import ProduceColumns, ProduceResults, RecordResult
 from core.errors import FranzError
@@ -82,6 +91,16 @@ PRODUCE_QUERY = HotQuery(ProduceQuery)
 
 _BINARY_EXAMPLE = {"records": [{"key": "a2V5", "value": "Y29uZmx1ZW50"}, {"value": "a2Fma2E="}]}
 _JSON_EXAMPLE = {"records": [{"key": "user-1", "value": {"clicks": 3}}, {"value": [1, 2, 3]}]}
+_AVRO_EXAMPLE = {
+    "value_schema": '{"type": "record", "name": "User", "fields": [{"name": "name", "type": '
+                    '"string"}, {"name": "age", "type": ["null", "int"], "default": null}]}',
+    "records": [{"value": {"name": "ada", "age": {"int": 36}}}, {"value": {"name": "bob"}}],
+}
+_JSONSCHEMA_EXAMPLE = {"value_schema_id": 2, "records": [{"value": {"sku": "a1", "n": 2}}]}
+_PROTOBUF_EXAMPLE = {
+    "value_schema": 'syntax = "proto3"; message Order { string id = 1; int32 qty = 2; }',
+    "records": [{"value": {"id": "o-1", "qty": 3}}],
+}
 _RESPONSE_EXAMPLE = {
     "offsets": [
         {"partition": 0, "offset": 42, "error_code": None, "error": None},
@@ -101,7 +120,8 @@ _OPENAPI_BODY = {
     "requestBody": {
         "required": True,
         "description": "The embedded format is the Content-Type's: binary (keys and "
-        "values base64) or json; `application/json` means json.",
+        "values base64), json (`application/json` too), or avro, jsonschema, protobuf "
+        "(JSON values written with Schema Registry schemas).",
         "content": {
             "application/vnd.kafka.binary.v2+json": {
                 "schema": ref("BinaryProduceRequest"),
@@ -114,6 +134,14 @@ _OPENAPI_BODY = {
             # the json format's other name, the same schema (a generated client sends a
             # JsonProduceRequest as application/json)
             "application/json": {"schema": ref("JsonProduceRequest"), "example": _JSON_EXAMPLE},
+            **{
+                media: {"schema": ref("SchemaProduceRequest"), "example": example}
+                for media, example in (
+                    ("application/vnd.kafka.avro.v2+json", _AVRO_EXAMPLE),
+                    ("application/vnd.kafka.jsonschema.v2+json", _JSONSCHEMA_EXAMPLE),
+                    ("application/vnd.kafka.protobuf.v2+json", _PROTOBUF_EXAMPLE),
+                )
+            },
         },
     }
 }
@@ -169,10 +197,16 @@ def _offsets(results: Sequence[RecordResult]) -> list[dict[str, Any]]:
     ]
 
 
-def produce_body(results: Sequence[RecordResult], *, strict: bool) -> tuple[int, dict[str, Any]]:
+SchemaIds = tuple[int | None, int | None]  # the ids keys and values were written with
+NO_SCHEMA_IDS: SchemaIds = (None, None)
+
+
+def produce_body(results: Sequence[RecordResult], *, strict: bool,
+                 schema_ids: SchemaIds = NO_SCHEMA_IDS) -> tuple[int, dict[str, Any]]:
     """(HTTP status, response body) for the broker's per-record results."""
     offsets = _offsets(results)
-    body: dict[str, Any] = {"offsets": offsets, "key_schema_id": None, "value_schema_id": None}
+    body: dict[str, Any] = {"offsets": offsets, "key_schema_id": schema_ids[0],
+                            "value_schema_id": schema_ids[1]}
     if strict:
         error = next((r.error for r in results if r.error is not None), None)
         if error is not None:
@@ -189,11 +223,15 @@ _TAIL = ',"error_code":null,"error":null}],"key_schema_id":null,"value_schema_id
 _ANSWER_TAIL = b'],"key_schema_id":null,"value_schema_id":null}'
 
 
-def produce_answer(results: Sequence[RecordResult], *, strict: bool) -> tuple[int, bytes]:
-    """``produce_body`` serialized. The common answers are written directly, the bytes
-    orjson writes: one partition with consecutive offsets and no failures is one
-    ``str.join`` of the offsets (the text between two offsets is constant); several
-    partitions without failures (a keyed request) one C call."""
+def produce_answer(results: Sequence[RecordResult], *, strict: bool,
+                   schema_ids: SchemaIds = NO_SCHEMA_IDS) -> tuple[int, bytes]:
+    """``produce_body`` serialized. The common answers (no schema ids) are written
+    directly, the bytes orjson writes: one partition with consecutive offsets and no
+    failures is one ``str.join`` of the offsets (the text between two offsets is
+    constant); several partitions without failures (a keyed request) one C call."""
+    if schema_ids is not NO_SCHEMA_IDS:
+        status, doc = produce_body(results, strict=strict, schema_ids=schema_ids)
+        return status, orjson.dumps(doc)
     if isinstance(results, ProduceResults) and len(results) and not results.errors:
         if results.contiguous:
             p, offsets = results.partitions, results.offsets
@@ -269,6 +307,42 @@ def parse_produce(fmt: EmbeddedFormat, body: bytes) -> ProduceColumns:
     return produce_records(fmt, req["records"])
 
 
+async def _writer(request: Request, topic: str, req: SchemaProduceRequest, side: str,
+                  schema_type: str) -> Writer | None:
+    """The schema ``side`` (key or value) is written with: by text or by id."""
+    text = req.get("key_schema" if side == "key" else "value_schema")
+    schema_id = req.get("key_schema_id" if side == "key" else "value_schema_id")
+    if text is not None and schema_id is not None:
+        raise ApiError(400, ErrorCode.BAD_REQUEST,
+                       f"{side}_schema and {side}_schema_id cannot both be given")
+    if text is None and schema_id is None:
+        return None
+    choice = (SchemaChoice(schema_id=schema_id) if schema_id is not None
+              else SchemaChoice(schema_type=schema_type, schema=text))
+    return await encoding.writer(broker_of(request).schemas, topic, choice,
+                                 is_key=side == "key", schema_type=schema_type)
+
+
+async def parse_schema_produce(request: Request, fmt: EmbeddedFormat, topic: str,
+                               body: bytes) -> tuple[ProduceColumns, SchemaIds]:
+    """A request in a schema format: its records with keys and values written with the
+    schemas it names, and those schemas' ids."""
+    check_record_count(body)
+    req = parse(SCHEMA_PRODUCE, body)
+    rows = req["records"]
+    schema_type = SCHEMA_TYPES[fmt]
+    key_writer = await _writer(request, topic, req, "key", schema_type)
+    value_writer = await _writer(request, topic, req, "value", schema_type)
+    keys = [r.get("key") for r in rows]
+    values = [r.get("value") for r in rows]
+    count = 2 * len(rows) - keys.count(None) - values.count(None)
+    stored_keys, stored_values = await encoding.run(
+        count, encoding.encode_records, key_writer, keys, value_writer, values)
+    ids = (key_writer.schema_id if key_writer else None,
+           value_writer.schema_id if value_writer else None)
+    return schema_records(rows, stored_keys, stored_values), ids
+
+
 @lru_cache(maxsize=64)
 def _produce_format(content_type: str | None) -> EmbeddedFormat:
     """``produce_format``, remembered per Content-Type string (clients repeat theirs;
@@ -311,16 +385,19 @@ async def produce(request: Request, topic: str, partition: int | None) -> Respon
     # the router's check_accept does not run on a hot route: an answer the client cannot
     # take is refused here, before anything is written (Confluent: 406, nothing written)
     media = _answer_media(request.headers.get("accept"))
-    require_supported(fmt)
     body = await _read_body(request)
-    records = parse_produce(fmt, body)
+    schema_ids = NO_SCHEMA_IDS
+    if fmt in SCHEMA_TYPES:
+        records, schema_ids = await parse_schema_produce(request, fmt, topic, body)
+    else:
+        records = parse_produce(fmt, body)
     acks_value = parse_acks(acks)
     results = await broker_of(request).produce(
         topic, records, partition=partition, acks=acks_value,
         may_create=may_create_topic(request),
         idempotency=idempotent_request(request, body, acks=acks_value),
     )
-    status, body = produce_answer(results, strict=strict)
+    status, body = produce_answer(results, strict=strict, schema_ids=schema_ids)
     return Response(body, status_code=status, media_type=media)
 
 

@@ -66,9 +66,8 @@ class JsonProduceRecord(TypedDict, total=False):
 
 
 _RECORDS = f"The records, 1 to {MAX_RECORDS_PER_REQUEST:,} per request"
-_KEY_SCHEMA = Field(description="Schema Registry formats only; franz has no registry: "
-                    "accepted and ignored")
-_SCHEMA_ID = Field(description="Schema Registry formats only: accepted and ignored")
+_KEY_SCHEMA = Field(description="avro, jsonschema and protobuf formats only: ignored here")
+_SCHEMA_ID = Field(description="avro, jsonschema and protobuf formats only: ignored here")
 
 
 @with_config(_FORBID)
@@ -91,6 +90,42 @@ class JsonProduceRequest(TypedDict, total=False):
     value_schema_id: Annotated[int | None, _SCHEMA_ID]
 
 
+@with_config(_FORBID)
+class SchemaProduceRecord(TypedDict, total=False):
+    key: Annotated[Any, Field(description="The key in the JSON form of the key schema "
+                              "(Avro's JSON encoding, a JSON document, Protobuf's JSON "
+                              "mapping); null or missing: no key", examples=["user-1"])]
+    value: Annotated[Any, Field(description="The value in the JSON form of the value schema; "
+                                "null: a tombstone", examples=[{"name": "ada", "age": 36}])]
+    partition: Annotated[PartitionId | None, _RECORD_PARTITION]
+    headers: Annotated[list[RecordHeaderIn] | None, _HEADERS]
+    timestamp: Annotated[Timestamp | None, _TIMESTAMP]
+
+
+_SCHEMA_TEXT = ("The {side} schema's text, of the format's type; registered under "
+                "`<topic>-{side}` when that subject does not have it yet")
+_SCHEMA_BY_ID = ("The id of a registered schema to write {side}s with (registered under "
+                 "`<topic>-{side}`); instead of `{side}_schema`")
+
+
+@with_config(_FORBID)
+class SchemaProduceRequest(TypedDict, total=False):
+    """avro, jsonschema, protobuf: records written with Schema Registry schemas. Keys
+    need a key schema and values a value schema (by text or id) unless they are null."""
+
+    records: Required[Annotated[list[SchemaProduceRecord], Field(
+        min_length=1, max_length=MAX_RECORDS_PER_REQUEST, description=_RECORDS)]]
+    key_schema: Annotated[str | None, Field(description=_SCHEMA_TEXT.format(side="key"))]
+    key_schema_id: Annotated[int | None, Field(description=_SCHEMA_BY_ID.format(side="key"),
+                                               examples=[1])]
+    value_schema: Annotated[str | None, Field(
+        description=_SCHEMA_TEXT.format(side="value"),
+        examples=['{"type": "record", "name": "User", "fields": [{"name": "name", "type": '
+                  '"string"}, {"name": "age", "type": "int"}]}'])]
+    value_schema_id: Annotated[int | None, Field(
+        description=_SCHEMA_BY_ID.format(side="value"), examples=[2])]
+
+
 class ProduceOffset(TypedDict):
     partition: Annotated[int | None, Field(description="The partition written; null when "
                                            "the record failed")]
@@ -102,14 +137,16 @@ class ProduceOffset(TypedDict):
                                        "failed")]
 
 
-_NULL_SCHEMA_ID = Field(description="Always null (no Schema Registry)")
+_WRITTEN_WITH = ("The id of the schema {side}s were written with (avro, jsonschema, "
+                 "protobuf); null when none was given, and always for binary and json")
 
 
 class ProduceResponse(TypedDict):
     offsets: Annotated[list[ProduceOffset], Field(description="One entry per record, in "
                                                   "request order")]
-    key_schema_id: Annotated[int | None, _NULL_SCHEMA_ID]
-    value_schema_id: Annotated[int | None, _NULL_SCHEMA_ID]
+    key_schema_id: Annotated[int | None, Field(description=_WRITTEN_WITH.format(side="key"))]
+    value_schema_id: Annotated[int | None, Field(
+        description=_WRITTEN_WITH.format(side="value"))]
 
 
 # --- metadata ---------------------------------------------------------------------------
@@ -160,9 +197,11 @@ CreateConsumerRequest = TypedDict(
         "name": Annotated[str | None, Field(description=f"The instance id: {_NAME}",
                                             examples=["my_consumer"])],
         "id": Annotated[str | None, Field(description="Deprecated alias of `name`")],
-        "format": Annotated[str | None, enum_schema("binary", "json", nullable=True), Field(
+        "format": Annotated[str | None, enum_schema(
+            "binary", "json", "avro", "jsonschema", "protobuf", nullable=True), Field(
             description="The embedded format of records read (any case); default binary. "
-            "avro, jsonschema and protobuf need a Schema Registry (422)")],
+            "avro, jsonschema and protobuf decode records written with the broker's Schema "
+            "Registry schemas")],
         "auto.offset.reset": Annotated[str | None, enum_schema(
             "earliest", "latest", "none", nullable=True), Field(
             description="Where to start without a committed offset (any case); default "
@@ -326,6 +365,7 @@ class JsonRecordOut(TypedDict):
 
 BINARY_PRODUCE = TypeAdapter(BinaryProduceRequest)
 JSON_PRODUCE = TypeAdapter(JsonProduceRequest)
+SCHEMA_PRODUCE = TypeAdapter(SchemaProduceRequest)
 CREATE_CONSUMER = TypeAdapter(CreateConsumerRequest)
 SUBSCRIPTION = TypeAdapter(SubscriptionRequest)
 PARTITIONS = TypeAdapter(PartitionsRequest)
@@ -338,6 +378,7 @@ OPENAPI_SCHEMAS: dict[str, Any] = {
     for t in (
         BinaryProduceRequest,
         JsonProduceRequest,
+        SchemaProduceRequest,
         ProduceResponse,
         TopicOut,
         PartitionOut,

@@ -657,22 +657,34 @@ class ProduceRecordHeader(TypedDict):
                                        examples=["MTIz"])]
 
 
-_SCHEMA_FIELD = "Schema Registry only (franz has none: 42206)"
+_SCHEMA_ONLY = " Schema types (or no `type`) only; one of `schema_id`, `schema_version`, `schema`."
 
 
 @with_config(_FORBID)
 class ProduceRecordData(TypedDict, total=False):
     type: Annotated[Literal["BINARY", "JSON", "STRING", "AVRO", "JSONSCHEMA", "PROTOBUF"],
                     Field(description="How `data` is written: BINARY (base64 decoded), "
-                          "JSON (its JSON text) or STRING (UTF-8); the schema types need a "
-                          "Schema Registry (42206)")]
+                          "JSON (its JSON text), STRING (UTF-8), or with the Schema Registry "
+                          "schema given in `schema` (AVRO, JSONSCHEMA, PROTOBUF). No type: "
+                          "with the schema `schema_id` or `schema_version` names, else the "
+                          "subject's latest version")]
     data: Annotated[Any, Field(description="BINARY: a base64 string; JSON: any value; "
-                               "STRING: a string; null: no bytes", examples=["user-1"])]
-    subject: Annotated[str, Field(description=_SCHEMA_FIELD)]
-    subject_name_strategy: Annotated[str, Field(description=_SCHEMA_FIELD)]
-    schema_id: Annotated[int, Field(description=_SCHEMA_FIELD)]
-    schema_version: Annotated[int, Field(description=_SCHEMA_FIELD)]
-    schema: Annotated[str, Field(description=_SCHEMA_FIELD)]
+                               "STRING: a string; a schema: the value in its JSON form "
+                               "(Avro's JSON encoding, Protobuf's JSON mapping); null: no "
+                               "bytes", examples=["user-1"])]
+    subject: Annotated[str, Field(description="The subject of the schema; default the "
+                                  "strategy's." + _SCHEMA_ONLY)]
+    subject_name_strategy: Annotated[
+        Literal["TOPIC_NAME", "RECORD_NAME", "TOPIC_RECORD_NAME"],
+        Field(description="How the subject is named: `<topic>-key`/`<topic>-value` "
+              "(TOPIC_NAME, the default), the schema's record name (RECORD_NAME) or "
+              "`<topic>-<record name>` (TOPIC_RECORD_NAME); not with `subject`." + _SCHEMA_ONLY)]
+    schema_id: Annotated[int, Field(description="The id of the schema (registered under the "
+                                    "subject)." + _SCHEMA_ONLY)]
+    schema_version: Annotated[int, Field(description="The version of the subject to write "
+                                         "with (-1: the latest)." + _SCHEMA_ONLY)]
+    schema: Annotated[str, Field(description="The schema text, with a schema `type`; "
+                                 "registered under the subject when new." + _SCHEMA_ONLY)]
 
 
 @with_config(_FORBID)
@@ -693,8 +705,16 @@ class ProduceRecordRequest(TypedDict, total=False):
 
 @with_config(_FORBID)
 class ProduceReportData(TypedDict):
-    type: Annotated[DataType, Field(description="How the key or value was written")]
-    size: Annotated[int, Field(description="Bytes stored (0 for a null key or value)")]
+    type: Annotated[Literal["BINARY", "JSON", "STRING", "AVRO", "JSONSCHEMA", "PROTOBUF"],
+                    Field(description="How the key or value was written")]
+    subject: NotRequired[Annotated[str, Field(
+        description="Written with a schema: the schema's subject")]]
+    schema_id: NotRequired[Annotated[int, Field(
+        description="Written with a schema: the schema's id")]]
+    schema_version: NotRequired[Annotated[int, Field(
+        description="Written with a schema: its version under the subject")]]
+    size: Annotated[int, Field(description="Bytes stored, the 5-byte schema header included "
+                               "(0 for a null key or value)")]
 
 
 _REPORT_TIMESTAMP = Field(description="The record timestamp, ISO-8601 UTC with "

@@ -13,13 +13,24 @@ followed by ``\\r\\n``: reports stream out while the request is still coming in.
 
     {"error_code": 200, "cluster_id", "topic_name", "partition_id", "offset",
      "timestamp": "<ISO-8601>", "key": {"type", "size"}, "value": {"type", "size"}}
+    (a key or value written with a schema: {"type", "subject", "schema_id",
+     "schema_version", "size"})
     {"error_code": 400, "message": "Bad Request: value.data=1 is not a base64 string."}
 
+A key or value of type AVRO, JSONSCHEMA or PROTOBUF with ``schema`` (the schema text,
+registered under the subject when new), or without a ``type`` with ``schema_id``,
+``schema_version`` or none of them (the subject's latest version), is written with that
+Schema Registry schema (``core.broker.schemas.encoding``); ``subject`` or
+``subject_name_strategy`` (TOPIC_NAME, RECORD_NAME, TOPIC_RECORD_NAME) names the subject.
+Its report adds ``subject``, ``schema_id`` and ``schema_version``. A batch's records
+resolve each schema they name once, then are encoded together (``Batch.write_schemas``).
+
 Records fail one by one inside HTTP 200 (Confluent): 400 a malformed record (wrong
-field, type or base64; unknown field), 42206 a schema type or no ``type`` (no Schema
-Registry), 404/40402 a partition the topic lacks, 413 a record over the topic's
-``max.message.bytes``, 50002/50003 a Kafka error. Malformed JSON after the first record
-ends the stream with a 400 report.
+field, type or base64; unknown field; schema fields that do not go together), 42203 a
+key or value its schema refuses, 42205 an invalid schema text, 42207 a schema the
+registry lacks or refuses, 404/40402 a partition the topic lacks, 413 a record over the
+topic's ``max.message.bytes``, 50002/50003 a Kafka error. Malformed JSON after the first
+record ends the stream with a 400 report.
 
 Before the stream starts the whole request fails: 415 another content type, 422 / 42206
 an empty body, 400 / 400 malformed JSON in the first record, 413 a record over
@@ -44,7 +55,7 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -61,7 +72,6 @@ from api.idempotency import OPENAPI_PARAMETER as IDEMPOTENCY_PARAMETER
 from api.input_limits import INT32_MAX, MAX_RECORDS_PER_REQUEST
 from api.security.authorization import Need, may_create_topic, requires
 from api.v3.common import (
-    PAYLOAD_ERROR,
     V3Response,
     body_doc,
     check_cluster,
@@ -75,6 +85,9 @@ from api.v3.models import ProduceReport
 from core.broker.broker import Broker
 from core.broker.errors import UnknownPartitionError, UnknownTopicError
 from core.broker.idempotency.producer import IdempotentRequest
+from core.broker.schemas import encoding
+from core.broker.schemas.encoding import SchemaChoice, SubjectNameStrategy, Writer
+from core.broker.schemas.model import AVRO, JSON, PROTOBUF
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import ProduceRecord
 from core.errors import FranzError
@@ -93,7 +106,10 @@ _DATA_FIELDS = frozenset(
     {"type", "data", "subject", "subject_name_strategy", "schema_id", "schema_version", "schema"}
 )
 _SCHEMA_FIELDS = _DATA_FIELDS - {"type", "data"}
-_SCHEMA_TYPES = frozenset({"AVRO", "JSONSCHEMA", "PROTOBUF"})
+#: the v3 ``type`` of each schema format -> the Schema Registry's schema type, and back
+_SCHEMA_TYPES = {"AVRO": AVRO, "JSONSCHEMA": JSON, "PROTOBUF": PROTOBUF}
+_DATA_TYPES = {schema_type: kind for kind, schema_type in _SCHEMA_TYPES.items()}
+_STRATEGIES = ", ".join(SubjectNameStrategy)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
@@ -118,13 +134,29 @@ _REPORT_EXAMPLE = {
 # --- one record ------------------------------------------------------------------------------
 
 
+#: what a report says about a key or value: (type, stored size), and for one written
+#: with a schema (type, size, subject, schema id, version)
+Written = tuple[str, int] | tuple[str, int, str, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaData:
+    """A key or value to write with the schema ``choice`` names (``Batch.write_schemas``)."""
+
+    choice: SchemaChoice
+    data: Any
+
+
 @dataclass(frozen=True, slots=True)
 class Parsed:
-    """A checked record and what its report says about its key and value."""
+    """A checked record and what its report says about its key and value; a key or
+    value still to be written with a schema is in ``key_schema`` / ``value_schema``."""
 
     record: ProduceRecord
-    key: tuple[str, int] | None  # (type, stored size); None: no key in the request
-    value: tuple[str, int] | None
+    key: Written | None  # None: no key in the request
+    value: Written | None
+    key_schema: SchemaData | None = None
+    value_schema: SchemaData | None = None
 
 
 MayCreate = Callable[[str], bool] | None  # api.security.authorization.may_create_topic
@@ -156,30 +188,73 @@ def _base64(data: Any, where: str) -> bytes:
         raise _bad(f"{where}={_show(data)} is not a valid base64 string.") from None
 
 
-def _data(raw: Any, side: str) -> tuple[bytes | None, tuple[str, int] | None]:
-    """A key or value object -> (stored bytes, report entry)."""
+_TYPES = "BINARY, JSON, STRING, AVRO, JSONSCHEMA, PROTOBUF"
+
+
+def _optional(raw: dict[str, Any], name: str, kind: type, where: str) -> Any:
+    value = raw.get(name)
+    if value is not None and (type(value) is not kind or (
+            kind is int and not -INT32_MAX - 1 <= value <= INT32_MAX)):
+        what = "a 32-bit integer" if kind is int else "a string"
+        raise _bad(f"{where}{name}={_show(value)} is not {what}.")
+    return value
+
+
+def _schema_data(raw: dict[str, Any], kind: str | None, side: str) -> SchemaData:
+    """A key or value to write with a schema: its fields checked as Confluent's
+    ProduceRequestData does (400 when they do not go together)."""
+    where = side + "."
+    subject = _optional(raw, "subject", str, where)
+    schema_id = _optional(raw, "schema_id", int, where)
+    version = _optional(raw, "schema_version", int, where)
+    text = _optional(raw, "schema", str, where)
+    strategy = raw.get("subject_name_strategy")
+    if strategy is not None:
+        if type(strategy) is not str or strategy not in SubjectNameStrategy.__members__:
+            raise _bad(f"{where}subject_name_strategy={_show(strategy)} is not one of "
+                       f"{_STRATEGIES}.")
+        if subject is not None:
+            raise _bad(f"{side}: only one of subject_name_strategy or subject can be used.")
+    named = [n for n, v in (("schema_id", schema_id), ("schema_version", version),
+                            ("schema", text)) if v is not None]
+    if len(named) > 1:
+        raise _bad(f"{side}: only one of schema_id, schema_version or schema can be used.")
+    if kind is not None and named and named[0] != "schema":
+        raise _bad(f"{side}: {named[0]} cannot be used with type {kind}: give the schema "
+                   "text in schema, or leave type out.")
+    if kind is not None and text is None:
+        raise _bad(f"{side}: type {kind} needs schema, the schema text (without a type, "
+                   "schema_id, schema_version or the subject's latest version is used).")
+    if kind is None and text is not None:
+        raise _bad(f"{side}: schema needs a type: AVRO, JSONSCHEMA or PROTOBUF.")
+    choice = SchemaChoice(
+        schema_type=_SCHEMA_TYPES[kind] if kind is not None else None, schema=text,
+        schema_id=schema_id, version=version, subject=subject,
+        strategy=SubjectNameStrategy(strategy or SubjectNameStrategy.TOPIC_NAME))
+    return SchemaData(choice, raw.get("data"))
+
+
+def _data(raw: Any, side: str) -> tuple[bytes | None, Written | None, SchemaData | None]:
+    """A key or value object -> (stored bytes, report entry), or what to write with a
+    schema."""
     if raw is None:
-        return None, None
+        return None, None, None
     if not isinstance(raw, dict):
         raise _bad(f"{side}={_show(raw)} is not an object with type and data.")
     _check_fields(raw, _DATA_FIELDS, side + ".")
     kind = raw.get("type")
     if kind is not None and not isinstance(kind, str):
-        raise _bad(f"{side}.type={_show(kind)} is not one of BINARY, JSON, STRING.")
+        raise _bad(f"{side}.type={_show(kind)} is not one of {_TYPES}.")
     if kind is None or kind in _SCHEMA_TYPES:
-        raise ApiError(
-            422,
-            ErrorCode.PAYLOAD_ERROR,
-            PAYLOAD_ERROR + "Schema Registry must be configured when using schemas.",
-        )
+        return None, None, _schema_data(raw, kind, side)
     if kind not in ("BINARY", "JSON", "STRING"):
-        raise _bad(f"{side}.type={_show(kind)} is not one of BINARY, JSON, STRING.")
+        raise _bad(f"{side}.type={_show(kind)} is not one of {_TYPES}.")
     schema_fields = raw.keys() & _SCHEMA_FIELDS
     if schema_fields:
         raise _bad(f"{side}: {', '.join(sorted(schema_fields))} cannot be used with type {kind}.")
     data = raw.get("data")
     if data is None:
-        return None, (kind, 0)
+        return None, (kind, 0), None
     if kind == "BINARY":
         stored = _base64(data, side + ".data")
     elif kind == "STRING":
@@ -191,7 +266,7 @@ def _data(raw: Any, side: str) -> tuple[bytes | None, tuple[str, int] | None]:
             stored = orjson.dumps(data)
         except orjson.JSONEncodeError as exc:
             raise _bad(f"{side}.data cannot be stored as JSON: {exc}.") from None
-    return stored, (kind, len(stored))
+    return stored, (kind, len(stored)), None
 
 
 def _headers(raw: Any) -> list[tuple[str, bytes | None]]:
@@ -243,12 +318,12 @@ def parse_record(obj: Any, topic: str) -> Parsed:
             raise _no_partition(topic, partition)
         if partition > INT32_MAX:
             raise _bad(f"partition_id={_show(partition)} is out of range [0, {INT32_MAX}].")
-    key, key_info = _data(obj.get("key"), "key")
-    value, value_info = _data(obj.get("value"), "value")
+    key, key_info, key_schema = _data(obj.get("key"), "key")
+    value, value_info, value_schema = _data(obj.get("value"), "value")
     record = ProduceRecord(
         value, key, _headers(obj.get("headers")), parse_timestamp(obj.get("timestamp")), partition
     )
-    return Parsed(record, key_info, value_info)
+    return Parsed(record, key_info, value_info, key_schema, value_schema)
 
 
 def _no_partition(topic: str, partition: int) -> ApiError:
@@ -308,10 +383,67 @@ class Batch:
     def pending(self) -> list[int]:
         return [i for i, o in enumerate(self.outcomes) if isinstance(o, Parsed)]
 
+    async def write_schemas(self, registry: encoding.Registry) -> None:
+        """Write the keys and values that go with a schema: each schema the batch names
+        resolved once, then every such key and value encoded together. A record fails
+        with its first problem, Confluent's order: the key's schema, the key, the
+        value's schema, the value."""
+        todo = [i for i, o in enumerate(self.outcomes)
+                if isinstance(o, Parsed) and (o.key_schema or o.value_schema)]
+        if not todo:
+            return
+        writers: dict[tuple[bool, SchemaChoice], Writer | FranzError] = {}
+        items: list[tuple[Writer, Any, str]] = []
+        plans: list[tuple[int, list[tuple[bool, Writer | FranzError, int]]]] = []
+        for i in todo:
+            outcome = self.outcomes[i]
+            assert isinstance(outcome, Parsed)
+            plan: list[tuple[bool, Writer | FranzError, int]] = []
+            for is_key, data in ((True, outcome.key_schema), (False, outcome.value_schema)):
+                if data is None:
+                    continue
+                found = writers.get((is_key, data.choice))
+                if found is None:
+                    try:
+                        found = await encoding.writer(registry, self.topic, data.choice,
+                                                      is_key=is_key)
+                    except FranzError as exc:
+                        found = exc
+                    writers[is_key, data.choice] = found
+                plan.append((is_key, found, len(items)))
+                if isinstance(found, FranzError):
+                    break
+                items.append((found, data.data, "key.data" if is_key else "value.data"))
+            plans.append((i, plan))
+        encoded = await encoding.run(len(items), encoding.encode_items, items)
+        for i, plan in plans:
+            self.outcomes[i] = _written(self.outcomes[i], plan, encoded)
+
     def record(self, i: int) -> ProduceRecord:
         outcome = self.outcomes[i]
         assert isinstance(outcome, Parsed)
         return outcome.record
+
+
+def _written(outcome: Parsed | ApiError | FranzError,
+             plan: list[tuple[bool, Writer | FranzError, int]],
+             encoded: list[bytes | None | FranzError]) -> Parsed | FranzError:
+    """``outcome`` with its key and value written as ``plan`` says, or its first error."""
+    assert isinstance(outcome, Parsed)
+    record, key, value = outcome.record, outcome.key, outcome.value
+    for is_key, w, at in plan:
+        if isinstance(w, FranzError):
+            return w
+        stored = encoded[at]
+        if isinstance(stored, FranzError):
+            return stored
+        written = (_DATA_TYPES[w.schema_type], len(stored) if stored else 0, w.subject,
+                   w.schema_id, w.version)
+        if is_key:
+            record, key = replace(record, key=stored), written
+        else:
+            record, value = replace(record, value=stored), written
+    return Parsed(record, key, value)
 
 
 async def produce_batch(broker: Broker, batch: Batch, *, first: bool,
@@ -322,6 +454,7 @@ async def produce_batch(broker: Broker, batch: Batch, *, first: bool,
     An unknown topic fails the request when it is the first batch (nothing was answered
     yet), else every record of the batch. An Idempotency-Key refusal (409, 422) fails
     the request (``idempotency`` is only given for a body read whole, one batch)."""
+    await batch.write_schemas(broker.schemas)
     known = _partition_count(broker, batch.topic)
     batch.check_partitions(known)
     todo = batch.pending()
@@ -368,10 +501,18 @@ def _report(broker: Broker, batch: Batch, i: int, result: Any) -> dict[str, Any]
         "timestamp": iso_timestamp(result.timestamp) if result.timestamp is not None else None,
     }
     if outcome.key is not None:
-        report["key"] = {"type": outcome.key[0], "size": outcome.key[1]}
+        report["key"] = _written_report(outcome.key)
     if outcome.value is not None:
-        report["value"] = {"type": outcome.value[0], "size": outcome.value[1]}
+        report["value"] = _written_report(outcome.value)
     return report
+
+
+def _written_report(written: Written) -> dict[str, Any]:
+    if len(written) == 2:
+        return {"type": written[0], "size": written[1]}
+    kind, size, subject, schema_id, version = written  # type: ignore[misc]
+    return {"type": kind, "subject": subject, "schema_id": schema_id,
+            "schema_version": version, "size": size}
 
 
 def _lines(reports: list[dict[str, Any]]) -> bytes:

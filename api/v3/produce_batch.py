@@ -9,10 +9,11 @@ ProduceBatchAction; rest-api-reference §3.5).
          "failures":  [{"id": "2", "error_code": 40402, "message": "..."}]}
 
 Each entry is a v3 produce record plus an ``id`` and is checked and written as one
-(``api.v3.produce``: ``parse_record``, ``Batch``, ``produce_batch``): a bad entry fails
-alone, in ``failures``, with the error code its record would get from
-``POST .../records``; the others are written in one call (acks=all). Both lists keep
-the request's order.
+(``api.v3.produce``: ``parse_record``, ``Batch``, ``produce_batch``; keys and values
+with Schema Registry schemas too, each schema the batch names resolved once): a bad
+entry fails alone, in ``failures``, with the error code its record would get from
+``POST .../records`` (a schema problem: 400, 42203, 42205, 42207); the others are
+written in one call (acks=all). Both lists keep the request's order.
 
 The whole request fails, nothing written, as Confluent's does: 422 / 42208 when an id
 is missing, not a string or not 1 to 80 of ``[0-9a-zA-Z-_]``, when two entries share

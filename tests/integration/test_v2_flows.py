@@ -624,12 +624,12 @@ BAD_PRODUCE = [
         "",
     ),
     (
-        "schema-format",
+        "schema-format-without-a-value-schema",
         "application/vnd.kafka.avro.v2+json",
         '{"records": [{"value": 1}]}',
         422,
-        42206,
-        "Schema Registry",
+        42202,
+        "does not include value schema",
     ),
 ]
 

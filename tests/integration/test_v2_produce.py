@@ -162,16 +162,17 @@ def test_wrong_content_type_is_415(
 
 
 @pytest.mark.parametrize("fmt", ["avro", "jsonschema", "protobuf"])
-def test_schema_formats_are_422_42206(
+def test_schema_formats_write_with_the_schema_registry(
     v2: V2Client, client: httpx.Client, topic: str, fmt: str
 ) -> None:
-    resp = _post(
-        client,
-        f"/topics/{topic}",
-        {"value_schema_id": 1, "records": [{"value": {"a": 1}}]},
-        f"application/vnd.kafka.{fmt}.v2+json",
-    )
-    assert "Schema Registry" in v2.error_of(resp, 422, 42206)
+    """The schema formats are served (tests/integration/test_schema_produce.py): a
+    schema id the registry lacks is 422 / 42207, a value without a schema 422 / 42202."""
+    ctype = f"application/vnd.kafka.{fmt}.v2+json"
+    resp = _post(client, f"/topics/{topic}",
+                 {"value_schema_id": 2_000_000, "records": [{"value": {"a": 1}}]}, ctype)
+    assert "schemaId = 2000000" in v2.error_of(resp, 422, 42207)
+    resp = _post(client, f"/topics/{topic}", {"records": [{"value": {"a": 1}}]}, ctype)
+    assert "does not include value schema" in v2.error_of(resp, 422, 42202)
 
 
 @pytest.mark.parametrize(

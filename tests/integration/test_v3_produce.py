@@ -285,22 +285,27 @@ BAD_RECORDS = [
     (
         {"value": {"type": "TEXT", "data": "x"}},
         400,
-        'Bad Request: value.type="TEXT" is not one of BINARY, JSON, STRING.',
+        'Bad Request: value.type="TEXT" is not one of BINARY, JSON, STRING, AVRO, JSONSCHEMA, '
+        "PROTOBUF.",
     ),
+    # the schema types and no type: tests/integration/test_schema_produce.py
     (
         {"value": {"data": "x"}},
-        42206,
-        "Payload error. Schema Registry must be configured when using schemas.",
+        42207,
+        "Error serializing message. Error when fetching latest schema version. subject = "
+        "{topic}-value: Subject '{topic}-value' not found.",
     ),
     (
         {"value": {"type": "AVRO", "data": {}}},
-        42206,
-        "Payload error. Schema Registry must be configured when using schemas.",
+        400,
+        "Bad Request: value: type AVRO needs schema, the schema text (without a type, "
+        "schema_id, schema_version or the subject's latest version is used).",
     ),
     (
-        {"value": {"type": "PROTOBUF", "data": {}}},
-        42206,
-        "Payload error. Schema Registry must be configured when using schemas.",
+        {"value": {"type": "AVRO", "schema": "{bad", "data": {}}},
+        42205,
+        "Invalid schema: the value schema: Invalid AVRO schema: not JSON: unexpected "
+        "character, expected a string key: line 1 column 2 (char 1)",
     ),
     (
         {"value": {"type": "JSON", "data": 1, "schema_id": 3}},

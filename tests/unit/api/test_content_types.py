@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from api.content_types import (
+    SCHEMA_TYPES,
+    SUPPORTED_FORMATS,
     EmbeddedFormat,
     accept_ranges,
     check_body_type,
@@ -12,7 +14,6 @@ from api.content_types import (
     produce_format,
     range_read_format,
     records_format,
-    require_supported,
     v2_response_media,
 )
 from api.errors import ApiError
@@ -67,17 +68,10 @@ def test_produce_format_rejects_others_with_415(header: str | None) -> None:
     assert err.message == "HTTP 415 Unsupported Media Type"
 
 
-@pytest.mark.parametrize(
-    "fmt", [EmbeddedFormat.AVRO, EmbeddedFormat.JSONSCHEMA, EmbeddedFormat.PROTOBUF]
-)
-def test_schema_formats_need_a_schema_registry(fmt: EmbeddedFormat) -> None:
-    err = _fails(require_supported, fmt, status=422, code=42206)
-    assert "Schema Registry" in err.message
-
-
-def test_binary_and_json_are_supported() -> None:
-    require_supported(B)
-    require_supported(J)
+def test_every_format_is_supported_the_schema_formats_with_their_schema_type() -> None:
+    assert set(EmbeddedFormat) == SUPPORTED_FORMATS
+    assert SCHEMA_TYPES == {EmbeddedFormat.AVRO: "AVRO", EmbeddedFormat.JSONSCHEMA: "JSON",
+                            EmbeddedFormat.PROTOBUF: "PROTOBUF"}
 
 
 @pytest.mark.parametrize("header", [V2, BIN_MEDIA, JSON_KAFKA, "application/json"])
