@@ -8,7 +8,9 @@ Calls used:
   ``GET /topics/{t}/partitions/{p}/offsets`` (driver: what to read);
 - ``GET /topics/{t}/partitions/{p}/records?offset=&max_bytes=&count=&timeout=`` (executors:
   the stateless range read; ``X-Franz-Next-Offset`` / ``-High-Watermark`` /
-  ``-Log-Start-Offset`` headers);
+  ``-Log-Start-Offset`` headers); binary, or with ``keyFormat`` / ``valueFormat`` keys and
+  values decoded by franz (Accept ``application/vnd.kafka.<valueFormat>.v2+json`` and
+  ``key_format=<keyFormat>``);
 - ``POST /topics/{t}`` (writers; binary embedded format, headers per record; with an
   ``Idempotency-Key`` header for exactly-once writes, one attempt per call, the writer
   retrying with the same key and body);
@@ -334,18 +336,24 @@ class FranzClient:
         max_bytes: int,
         count: int,
         timeout_ms: int,
+        key_format: str = "binary",
+        value_format: str = "binary",
     ) -> Response:
-        """One range read; the raw response (the caller decides what a 416 means)."""
+        """One range read; the raw response (the caller decides what a 416 means). Keys
+        and values in their embedded formats (binary: base64 of the bytes)."""
+        params: dict[str, Any] = {
+            "offset": offset,
+            "max_bytes": max_bytes,
+            "count": count,
+            "timeout": timeout_ms,
+        }
+        if key_format != value_format:
+            params["key_format"] = key_format
         return self.request(
             "GET",
             f"/topics/{_quote(topic)}/partitions/{partition}/records",
-            params={
-                "offset": offset,
-                "max_bytes": max_bytes,
-                "count": count,
-                "timeout": timeout_ms,
-            },
-            headers={"Accept": BINARY},
+            params=params,
+            headers={"Accept": f"application/vnd.kafka.{value_format}.v2+json"},
         )
 
     # --- produce ---------------------------------------------------------------------

@@ -54,6 +54,7 @@ from spark_connector.offsets import (
     to_json_offsets,
 )
 from spark_connector.options import (
+    BINARY_FORMAT,
     FranzOptionError,
     ReaderConf,
     TopicPartition,
@@ -73,11 +74,20 @@ HEADERS_TYPE = ArrayType(
 )
 
 
-def franz_schema(include_headers: bool = False) -> StructType:
-    """The row schema of Spark's Kafka source."""
+def _column_type(fmt: str) -> BinaryType | StringType:
+    """Binary for the bytes; a string (JSON text) for a side franz decodes."""
+    return BinaryType() if fmt == BINARY_FORMAT else StringType()
+
+
+def franz_schema(
+    include_headers: bool = False,
+    key_format: str = BINARY_FORMAT,
+    value_format: str = BINARY_FORMAT,
+) -> StructType:
+    """The row schema of Spark's Kafka source (``key`` / ``value`` strings when decoded)."""
     fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
+        StructField("key", _column_type(key_format)),
+        StructField("value", _column_type(value_format)),
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),
@@ -87,6 +97,10 @@ def franz_schema(include_headers: bool = False) -> StructType:
     if include_headers:
         fields.append(StructField("headers", HEADERS_TYPE))
     return StructType(fields)
+
+
+def _row_schema(conf: ReaderConf) -> StructType:
+    return franz_schema(conf.include_headers, conf.key_format, conf.value_format)
 
 
 def arrow_schema(schema: StructType) -> Any:
@@ -406,10 +420,10 @@ class FranzDataSource(DataSource):
 
     def schema(self) -> StructType:
         # Called by load(): every reader option is checked here, before any job runs.
-        return franz_schema(self._reader_conf().include_headers)
+        return _row_schema(self._reader_conf())
 
     def _fixed_schema(self, schema: StructType, conf: ReaderConf) -> None:
-        expected = franz_schema(conf.include_headers)
+        expected = _row_schema(conf)
         if schema.simpleString() != expected.simpleString():
             raise FranzOptionError(
                 "The franz source has a fixed schema and does not take a user schema: "

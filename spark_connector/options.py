@@ -80,6 +80,8 @@ READER_OPTIONS = (
     "arrow",
     "commitOffsetsToGroup",
     "commitToGroup",  # alias of commitOffsetsToGroup
+    "keyFormat",
+    "valueFormat",
 )
 
 WRITER_OPTIONS = (
@@ -115,8 +117,8 @@ _REDIRECTS = {
     "kafka.group.id": "franz reads without consumer groups; commitOffsetsToGroup commits "
     "processed offsets to a group for lag tools",
     "groupidprefix": "franz reads without consumer groups",
-    "kafka.key.deserializer": "keys are always bytes",
-    "kafka.value.deserializer": "values are always bytes",
+    "kafka.key.deserializer": "keys are bytes, or decoded by franz with keyFormat",
+    "kafka.value.deserializer": "values are bytes, or decoded by franz with valueFormat",
     "kafka.key.serializer": "keys are always bytes or strings",
     "kafka.value.serializer": "values are always bytes or strings",
     "kafka.enable.auto.commit": "use commitOffsetsToGroup",
@@ -189,6 +191,12 @@ def normalize(options: Mapping[str, Any], allowed: Mapping[str, str], kind: str)
     return out
 
 
+#: ``keyFormat`` / ``valueFormat``: ``binary`` (the bytes) or a Schema Registry format,
+#: decoded by franz with the schema the bytes name into a JSON string column.
+BINARY_FORMAT = "binary"
+SCHEMA_FORMATS = ("avro", "jsonschema", "protobuf")
+
+
 # --- scalar parsers ------------------------------------------------------------------
 
 
@@ -217,6 +225,18 @@ def _int(
     if minimum is not None and value < minimum:
         raise FranzOptionError(f"Option {name}={raw!r} must be >= {minimum}")
     return value
+
+
+def _format(opts: Mapping[str, str], name: str) -> str:
+    raw = opts.get(name)
+    if raw is None:
+        return BINARY_FORMAT
+    low = raw.strip().lower()
+    if low != BINARY_FORMAT and low not in SCHEMA_FORMATS:
+        raise FranzOptionError(
+            f"Option {name}={raw!r} is not one of {BINARY_FORMAT}, {', '.join(SCHEMA_FORMATS)}"
+        )
+    return low
 
 
 def _duration_ms(opts: Mapping[str, str], name: str, default: int) -> int:
@@ -409,6 +429,8 @@ class ReaderConf:
     max_records_per_request: int = 10_000
     arrow: bool = True
     commit_group: str | None = None
+    key_format: str = BINARY_FORMAT
+    value_format: str = BINARY_FORMAT
     given: tuple[str, ...] = ()  # canonical names the user set
 
     def describe_subscription(self) -> str:
@@ -566,6 +588,8 @@ def reader_conf(options: Mapping[str, Any]) -> ReaderConf:
         max_records_per_request=_int(opts, "maxRecordsPerRequest", 10_000, minimum=1) or 1,
         arrow=_bool(opts, "arrow", True),
         commit_group=group,
+        key_format=_format(opts, "keyFormat"),
+        value_format=_format(opts, "valueFormat"),
         given=tuple(sorted(opts)),
     )
 

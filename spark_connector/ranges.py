@@ -8,6 +8,10 @@ range, follows ``X-Franz-Next-Offset`` (which also steps over compaction gaps), 
 record at or past ``end`` and stops there. Offsets below the partition's log start (the
 server's 416) are data loss: an error naming the lost offsets, or (with
 ``failOnDataLoss=false``) a warning and a jump to the log start.
+
+With ``keyFormat`` / ``valueFormat`` set to a schema format, franz decodes that side with
+the schema its bytes name and the column holds the decoded value as JSON text. A
+record franz cannot decode fails the task (franz's 408 names its partition and offset).
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from spark_connector.client import FranzClient, loads
-from spark_connector.options import ReaderConf
+from spark_connector.client import FranzClient, dumps, loads
+from spark_connector.options import BINARY_FORMAT, ReaderConf
 
 log = logging.getLogger("spark_connector")
 
@@ -60,6 +64,8 @@ def iter_range(
             max_bytes=conf.max_bytes_per_request,
             count=min(conf.max_records_per_request, end - cur),
             timeout_ms=conf.long_poll_timeout_ms,
+            key_format=conf.key_format,
+            value_format=conf.value_format,
         )
         if resp.status_code in (404, 416):
             bounds = client.offsets(topic, partition) if resp.status_code == 416 else None
@@ -154,18 +160,31 @@ def _headers(hs: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
     ]
 
 
+def _json_text(value: Any) -> str:
+    return dumps(value).decode()
+
+
+def cell(fmt: str) -> Callable[[Any], Any]:
+    """A key or value of the range read's answer -> the column's value: the bytes of a
+    base64 string, or the JSON text of a decoded value (never called for null)."""
+    return _a2b if fmt == BINARY_FORMAT else _json_text
+
+
 def to_arrow(
-    records: list[dict[str, Any]], topic: str, partition: int, include_headers: bool, schema: Any
+    records: list[dict[str, Any]], topic: str, partition: int, include_headers: bool, schema: Any,
+    key_format: str = BINARY_FORMAT, value_format: str = BINARY_FORMAT,
 ) -> Any:
     """One ``pyarrow.RecordBatch`` with exactly the Arrow schema Spark expects."""
     import pyarrow as pa
 
     n = len(records)
-    a2b = _a2b
+    key_cell, value_cell = cell(key_format), cell(value_format)
     tt = TIMESTAMP_TYPES
     arrays = [
-        pa.array([None if (k := r["key"]) is None else a2b(k) for r in records], pa.binary()),
-        pa.array([None if (v := r["value"]) is None else a2b(v) for r in records], pa.binary()),
+        pa.array([None if (k := r["key"]) is None else key_cell(k) for r in records],
+                 schema.field("key").type),
+        pa.array([None if (v := r["value"]) is None else value_cell(v) for r in records],
+                 schema.field("value").type),
         pa.array([topic] * n, pa.string()),
         pa.array([partition] * n, pa.int32()),
         pa.array([r["offset"] for r in records], pa.int64()),
@@ -183,13 +202,15 @@ def to_arrow(
 
 
 def to_tuples(
-    records: list[dict[str, Any]], topic: str, partition: int, include_headers: bool
+    records: list[dict[str, Any]], topic: str, partition: int, include_headers: bool,
+    key_format: str = BINARY_FORMAT, value_format: str = BINARY_FORMAT,
 ) -> Iterator[tuple[Any, ...]]:
+    key_cell, value_cell = cell(key_format), cell(value_format)
     for r in records:
         key, value, ts = r["key"], r["value"], r.get("timestamp")
         row: tuple[Any, ...] = (
-            None if key is None else _a2b(key),
-            None if value is None else _a2b(value),
+            None if key is None else key_cell(key),
+            None if value is None else value_cell(value),
             topic,
             partition,
             r["offset"],
@@ -212,9 +233,11 @@ def read_rows(
     chunks = _prefetched(lambda: _fetch(conf, topic, partition, start, end))
     for records in chunks:
         if conf.arrow:
-            yield to_arrow(records, topic, partition, conf.include_headers, arrow_schema)
+            yield to_arrow(records, topic, partition, conf.include_headers, arrow_schema,
+                           conf.key_format, conf.value_format)
         else:
-            yield from to_tuples(records, topic, partition, conf.include_headers)
+            yield from to_tuples(records, topic, partition, conf.include_headers,
+                                 conf.key_format, conf.value_format)
 
 
 def _fetch(

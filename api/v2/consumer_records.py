@@ -12,7 +12,10 @@ the instance or the request asks. The broker answers as soon as a record is avai
 A json-format instance that meets bytes which are not JSON returns the records before
 the bad one, and moves that partition's position back to it; when the bad record comes
 first the read fails with 408 / 40801 (Confluent's serialization error) naming it, and
-the client may seek past it.
+the client may seek past it. avro, jsonschema and protobuf instances decode keys and
+values with the schemas their bytes name (``api.v2.schema_records``) and treat a record
+they cannot decode the same way; when the Schema Registry cannot be reached the read
+fails with its error and every position goes back to where the read started.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from starlette.responses import Response
 from typing_extensions import TypedDict
 
 from api.content_types import EmbeddedFormat, records_format
-from api.deps import consumers_of, render_cache_of
+from api.deps import broker_of, consumers_of, render_cache_of
 from api.errors import ApiError, ErrorCode
 from api.hot_routes import HotQuery, hot_route
 from api.input_limits import INT32_MAX, INT32_MIN
@@ -41,6 +44,7 @@ from api.v2.embedded import (
     render_binary_chunks,
     render_records,
 )
+from api.v2.schema_records import render_schema_records
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 
@@ -148,9 +152,28 @@ async def read_records(group: str, instance: str, request: Request) -> Response:
     if binary:  # per-batch renderings, made once per fetched batch, then sliced
         return Response(render_binary_chunks(render_cache_of(request), polled.chunks),
                         media_type=media)
-    rows, bad, first = render_until_bad_json(fmt, polled)
+    if fmt is EmbeddedFormat.JSON:
+        rows, bad, first = render_until_bad_json(fmt, polled)
+        error = None if first is None else not_json_error(first)
+    else:
+        try:
+            rendered = await render_schema_records(broker_of(request).schemas.resolver, fmt,
+                                                   fmt, polled)
+        except Exception:  # the registry unavailable: nothing was read
+            await consumers.seek(group, instance, read_from(polled), principal=owner)
+            raise
+        rows, bad = rendered.rows, rendered.bad
+        error = None if rendered.first is None else rendered.first.error()
     if bad:
         await consumers.seek(group, instance, bad, principal=owner)
-        if not rows and first is not None:
-            raise not_json_error(first)
+        if not rows and error is not None:
+            raise error
     return Response(orjson.dumps(rows), media_type=media)
+
+
+def read_from(polled: Sequence[Polled]) -> dict[TopicPartition, int]:
+    """Each partition's first offset in ``polled``: where the read started."""
+    starts: dict[TopicPartition, int] = {}
+    for tp, r in polled:
+        starts.setdefault(TopicPartition(*tp), r.offset)
+    return starts

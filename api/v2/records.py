@@ -3,8 +3,8 @@
 ``GET /topics/{topic}/partitions/{partition}/records?offset=&max_bytes=&timeout=&count=``
 
 Records with offset >= ``offset`` below the high watermark, in the same shape as a
-consumer instance's ``GET .../records`` (binary unless Accept asks for json). No
-consumer, no group, nothing committed.
+consumer instance's ``GET .../records`` (binary unless Accept asks for json, avro,
+jsonschema or protobuf). No consumer, no group, nothing committed.
 
 - ``offset`` (required, 0..2^63-2); outside [log start offset, high watermark]: 416 / 41601.
 - ``max_bytes``: cap on the answer (1..2^31-1; default 1 MiB, Kafka's
@@ -14,8 +14,14 @@ consumer, no group, nothing committed.
   broker's ``consumer.request.timeout.max.ms``, default 300000); the answer comes as
   soon as one arrives.
 - ``count``: at most this many records (1..2^31-1).
+- ``key_format``: the keys' embedded format when it is not the values' (the Accept's):
+  ``binary``, ``json``, ``avro``, ``jsonschema`` or ``protobuf``; e.g. plain string
+  keys as base64 beside avro values (``key_format=binary``, Accept avro).
 
-A parameter outside its range is 400 / 400.
+A parameter outside its range is 400 / 400. Keys or values in a schema format are
+decoded as a consumer instance of that format decodes them (``api.v2.schema_records``):
+the answer stops before a record that cannot be decoded (``X-Franz-Next-Offset`` is its
+offset); when it is the first, 408 / 40801 names it.
 
 Response headers: ``X-Franz-Next-Offset`` (the offset to ask for next),
 ``X-Franz-High-Watermark``, ``X-Franz-Log-Start-Offset``. Unknown topic 404 / 40401,
@@ -24,7 +30,7 @@ unknown partition 404 / 40402, immediately.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Required
+from typing import TYPE_CHECKING, Annotated, Literal, Required
 
 import orjson
 from fastapi import APIRouter, Request
@@ -32,8 +38,15 @@ from pydantic import Field
 from starlette.responses import Response
 from typing_extensions import TypedDict
 
-from api.content_types import EmbeddedFormat, range_read_format
+from api.content_types import (
+    EmbeddedFormat,
+    accept_ranges,
+    media_of,
+    parse_media,
+    range_read_format,
+)
 from api.deps import broker_of, render_cache_of
+from api.errors import ApiError
 from api.hot_routes import HotQuery, hot_route
 from api.input_limits import INT32_MAX, MAX_OFFSET, check_timeout_param
 from api.openapi import errors, records_ok
@@ -46,6 +59,7 @@ from api.v2.consumer_records import (
     render_until_bad_json,
 )
 from api.v2.embedded import cached_binary_fragments
+from api.v2.schema_records import SCHEMA_FORMATS, render_schema_records
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 
@@ -84,9 +98,26 @@ class RangeQuery(TypedDict, total=False):
                                   json_schema_extra={"default": 0})]
     count: Annotated[int | None, Field(ge=1, le=INT32_MAX,
                                        description="at most this many records")]
+    key_format: Annotated[Literal["binary", "json", "avro", "jsonschema", "protobuf"] | None,
+                          Field(description="embedded format of the keys (default: the "
+                                "values', from Accept)")]
 
 
 RANGE_QUERY = HotQuery(RangeQuery)
+
+
+def _range_format(accept: str | None) -> tuple[EmbeddedFormat, str]:
+    """``range_read_format``; a schema format too, when that refuses an Accept naming
+    one (its preference order: the first schema format named)."""
+    try:
+        return range_read_format(accept)
+    except ApiError:
+        for mt in accept_ranges(accept or ""):
+            media = parse_media(mt)
+            if media is not None and media.format in SCHEMA_FORMATS:
+                return media.format, media_of(media.format)
+        raise
+
 
 @hot_route(
     router, "GET", "/topics/{topic}/partitions/{partition}/records", query=RANGE_QUERY,
@@ -101,11 +132,12 @@ async def read_range(topic: str, partition: int, request: Request) -> Response:
     q = RANGE_QUERY.parse(request)
     offset, max_bytes = q["offset"], q.get("max_bytes")
     timeout, count = q.get("timeout", 0), q.get("count")
-    fmt, media = range_read_format(request.headers.get("accept"))
+    fmt, media = _range_format(request.headers.get("accept"))
+    key_format = EmbeddedFormat(q.get("key_format") or fmt)
     broker = broker_of(request)
     timeout = check_timeout_param(timeout, broker.config)
     cap = int(broker.config["consumer.request.max.bytes"])
-    if fmt is EmbeddedFormat.BINARY:
+    if fmt is EmbeddedFormat.BINARY and key_format is fmt:
         return await _read_binary(
             broker, render_cache_of(request), topic, partition, offset, media,
             max_bytes=min(max_bytes or DEFAULT_MAX_BYTES, cap), timeout=timeout, count=count,
@@ -119,9 +151,16 @@ async def read_range(topic: str, partition: int, request: Request) -> Response:
     )
     records = result.records if count is None else result.records[:count]
     tp = TopicPartition(topic, partition)
-    rows, _bad, first = render_until_bad_json(fmt, [(tp, r) for r in records])
-    if not rows and first is not None:
-        raise not_json_error(first)
+    items = [(tp, r) for r in records]
+    if fmt is EmbeddedFormat.JSON and key_format is fmt:
+        rows, _bad, first = render_until_bad_json(fmt, items)
+        error = None if first is None else not_json_error(first)
+    else:
+        rendered = await render_schema_records(broker.schemas.resolver, key_format, fmt, items)
+        rows = rendered.rows
+        error = None if rendered.first is None else rendered.first.error()
+    if not rows and error is not None:
+        raise error
     next_offset = rows[-1]["offset"] + 1 if rows else result.next_offset
     return Response(
         orjson.dumps(rows),

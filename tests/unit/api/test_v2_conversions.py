@@ -146,6 +146,8 @@ def test_parse_acks() -> None:
 
 def test_create_kwargs() -> None:
     assert create_kwargs({}) == {"name": None, "format": "binary"}
+    for fmt in ("avro", "JsonSchema", "PROTOBUF"):
+        assert create_kwargs({"format": fmt})["format"] == fmt.lower()
     kw = create_kwargs(
         {
             "id": "i",
@@ -171,7 +173,6 @@ def test_create_kwargs() -> None:
 @pytest.mark.parametrize(
     ("req", "status", "code"),
     [
-        ({"format": "avro"}, 422, 42204),
         ({"format": "xml"}, 422, 42204),
         ({"auto.offset.reset": "smallest"}, 422, 42204),
         ({"auto.commit.enable": "yes"}, 422, 42204),
