@@ -44,7 +44,8 @@ SUPPORTED_FORMATS = frozenset(EmbeddedFormat)
 #: The Schema Registry's schema type each schema format writes and reads.
 SCHEMA_TYPES = {EmbeddedFormat.AVRO: AVRO, EmbeddedFormat.JSONSCHEMA: JSON,
                 EmbeddedFormat.PROTOBUF: PROTOBUF}
-#: What the stateless range read renders (``range_read_format``).
+#: What the stateless range read prefers (``range_read_format``); ``api.v2.records`` falls
+#: back to a schema format the Accept names.
 _RANGE_READ_FORMATS = frozenset({EmbeddedFormat.BINARY, EmbeddedFormat.JSON})
 
 _KAFKA_V2 = re.compile(r"^application/vnd\.kafka(?:\.([a-z0-9_-]+))?\.v2\+json$")
@@ -215,6 +216,7 @@ def range_read_format(accept: str | None) -> tuple[EmbeddedFormat, str]:
         raise ApiError(
             406,
             ErrorCode.CONSUMER_FORMAT_MISMATCH,
-            "The range read serves the binary and json embedded formats only",
+            "The range read serves the binary, json, avro, jsonschema and protobuf embedded "
+            "formats",
         )
     raise _not_acceptable()

@@ -64,8 +64,9 @@ from api.security.authorization import Need, may_create_topic, requires
 from api.v2.body import empty_body_error, parse
 from api.v2.embedded import binary_columns_fast, produce_records, schema_records
 from api.v2.schemas import BINARY_PRODUCE, JSON_PRODUCE, SCHEMA_PRODUCE, SchemaProduceRequest
-from core.broker.schemas import encoding
-from core.broker.schemas.encoding import SchemaChoice, Writer
+from core.broker.schemas import encoding, subjects
+from core.broker.schemas.encoding import Writer
+from core.broker.schemas.subjects import SchemaChoice
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import ProduceColumns, ProduceResults, RecordResult
 from core.errors import FranzError
@@ -319,7 +320,7 @@ async def _writer(request: Request, topic: str, req: SchemaProduceRequest, side:
         return None
     choice = (SchemaChoice(schema_id=schema_id) if schema_id is not None
               else SchemaChoice(schema_type=schema_type, schema=text))
-    return await encoding.writer(broker_of(request).schemas, topic, choice,
+    return await subjects.writer(broker_of(request).schemas, topic, choice,
                                  is_key=side == "key", schema_type=schema_type)
 
 

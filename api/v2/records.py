@@ -39,6 +39,7 @@ from starlette.responses import Response
 from typing_extensions import TypedDict
 
 from api.content_types import (
+    SCHEMA_TYPES,
     EmbeddedFormat,
     accept_ranges,
     media_of,
@@ -59,7 +60,7 @@ from api.v2.consumer_records import (
     render_until_bad_json,
 )
 from api.v2.embedded import cached_binary_fragments
-from api.v2.schema_records import SCHEMA_FORMATS, render_schema_records
+from api.v2.schema_records import render_schema_records
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 
@@ -114,7 +115,7 @@ def _range_format(accept: str | None) -> tuple[EmbeddedFormat, str]:
     except ApiError:
         for mt in accept_ranges(accept or ""):
             media = parse_media(mt)
-            if media is not None and media.format in SCHEMA_FORMATS:
+            if media is not None and media.format in SCHEMA_TYPES:
                 return media.format, media_of(media.format)
         raise
 

@@ -26,20 +26,12 @@ from typing import Any
 
 import orjson
 
-from api.content_types import EmbeddedFormat
+from api.content_types import SCHEMA_TYPES, EmbeddedFormat
 from api.errors import ApiError, ErrorCode
 from api.v2.embedded import TIMESTAMP_TYPES, Polled, b64encode
 from core.broker.schemas import decoding
-from core.broker.schemas.decoding import DecodeError
-from core.broker.schemas.model import AVRO, JSON, PROTOBUF
+from core.broker.schemas.serde.base import DecodeError
 from core.broker.types import TopicPartition
-
-#: The embedded formats that need a schema, and their schema types.
-SCHEMA_FORMATS = {
-    EmbeddedFormat.AVRO: AVRO,
-    EmbeddedFormat.JSONSCHEMA: JSON,
-    EmbeddedFormat.PROTOBUF: PROTOBUF,
-}
 
 Decode = Callable[[bytes], Any]
 
@@ -85,7 +77,7 @@ def _binary(data: bytes) -> Any:
 
 async def _decoder(resolver: decoding.ParsedById, fmt: EmbeddedFormat,
                    datas: Iterable[bytes | None]) -> Decode:
-    schema_type = SCHEMA_FORMATS.get(fmt)
+    schema_type = SCHEMA_TYPES.get(fmt)
     if schema_type is None:
         return _binary if fmt is EmbeddedFormat.BINARY else _json
     schemas = await decoding.load(resolver, schema_type, decoding.schema_ids(datas))

@@ -21,7 +21,8 @@ A key or value of type AVRO, JSONSCHEMA or PROTOBUF with ``schema`` (the schema 
 registered under the subject when new), or without a ``type`` with ``schema_id``,
 ``schema_version`` or none of them (the subject's latest version), is written with that
 Schema Registry schema (``core.broker.schemas.encoding``); ``subject`` or
-``subject_name_strategy`` (TOPIC_NAME, RECORD_NAME, TOPIC_RECORD_NAME) names the subject.
+``subject_name_strategy`` (TOPIC_NAME, RECORD_NAME, TOPIC_RECORD_NAME) names the subject
+(``core.broker.schemas.subjects``).
 Its report adds ``subject``, ``schema_id`` and ``schema_version``. A batch's records
 resolve each schema they name once, then are encoded together (``Batch.write_schemas``).
 
@@ -85,9 +86,10 @@ from api.v3.models import ProduceReport
 from core.broker.broker import Broker
 from core.broker.errors import UnknownPartitionError, UnknownTopicError
 from core.broker.idempotency.producer import IdempotentRequest
-from core.broker.schemas import encoding
-from core.broker.schemas.encoding import SchemaChoice, SubjectNameStrategy, Writer
+from core.broker.schemas import encoding, subjects
+from core.broker.schemas.encoding import Writer
 from core.broker.schemas.model import AVRO, JSON, PROTOBUF
+from core.broker.schemas.subjects import SchemaChoice, SubjectNameStrategy
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import ProduceRecord
 from core.errors import FranzError
@@ -383,7 +385,7 @@ class Batch:
     def pending(self) -> list[int]:
         return [i for i, o in enumerate(self.outcomes) if isinstance(o, Parsed)]
 
-    async def write_schemas(self, registry: encoding.Registry) -> None:
+    async def write_schemas(self, registry: subjects.Registry) -> None:
         """Write the keys and values that go with a schema: each schema the batch names
         resolved once, then every such key and value encoded together. A record fails
         with its first problem, Confluent's order: the key's schema, the key, the
@@ -405,7 +407,7 @@ class Batch:
                 found = writers.get((is_key, data.choice))
                 if found is None:
                     try:
-                        found = await encoding.writer(registry, self.topic, data.choice,
+                        found = await subjects.writer(registry, self.topic, data.choice,
                                                       is_key=is_key)
                     except FranzError as exc:
                         found = exc

@@ -38,8 +38,8 @@ _NULL = b"\x01"  # varint -1
 _SMALL_N = 2048
 
 
-def _varint(n: int) -> bytes:
-    """ZigZag varint of a signed 64-bit ``n``."""
+def zigzag_varint(n: int) -> bytes:
+    """ZigZag varint of a signed 64-bit ``n`` (Kafka's ``ByteUtils.writeVarlong``)."""
     z = (n << 1) ^ (n >> 63)
     out = bytearray()
     while z > 0x7F:
@@ -49,7 +49,7 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-_SMALL = [_varint(n) for n in range(_SMALL_N)]  # 0..2047: the usual lengths and deltas
+_SMALL = [zigzag_varint(n) for n in range(_SMALL_N)]  # 0..2047: the usual lengths and deltas
 
 
 def _varint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
@@ -232,17 +232,17 @@ def _read_headers(buf: bytes, pos: int, end: int) -> tuple[Headers, int]:
 
 
 def _encode_headers(headers: Headers) -> bytes:
-    parts = [_varint(len(headers))]
+    parts = [zigzag_varint(len(headers))]
     for h_key, h_value in headers:
         if type(h_key) is not str:
             raise TypeError(f"record header key must be str, not {type(h_key).__name__}")
         raw = h_key.encode("utf-8")
-        parts += (_varint(len(raw)), raw)
+        parts += (zigzag_varint(len(raw)), raw)
         if h_value is None:
             parts.append(_NULL)
         else:
             h_value = _blob(h_value)
-            parts += (_varint(len(h_value)), h_value)
+            parts += (zigzag_varint(len(h_value)), h_value)
     return b"".join(parts)
 
 
@@ -252,25 +252,25 @@ def encode_record(offset_delta: int, timestamp_delta: int, key: Buffer | None,
     (also compaction's re-encode, ``core.storage.batch_rewrite``)."""
     small = _SMALL
     n = timestamp_delta
-    record = b"\x00" + (small[n] if 0 <= n < _SMALL_N else _varint(n)) + (
-        small[offset_delta] if 0 <= offset_delta < _SMALL_N else _varint(offset_delta))
+    record = b"\x00" + (small[n] if 0 <= n < _SMALL_N else zigzag_varint(n)) + (
+        small[offset_delta] if 0 <= offset_delta < _SMALL_N else zigzag_varint(offset_delta))
     if key is None:
         record += _NULL
     else:
         if type(key) is not bytes:
             key = _blob(key)
         n = len(key)
-        record += (small[n] if n < _SMALL_N else _varint(n)) + key
+        record += (small[n] if n < _SMALL_N else zigzag_varint(n)) + key
     if value is None:
         record += _NULL
     else:
         if type(value) is not bytes:
             value = _blob(value)
         n = len(value)
-        record += (small[n] if n < _SMALL_N else _varint(n)) + value
+        record += (small[n] if n < _SMALL_N else zigzag_varint(n)) + value
     record += _encode_headers(headers) if headers else b"\x00"
     n = len(record)
-    return (small[n] if n < _SMALL_N else _varint(n)) + record
+    return (small[n] if n < _SMALL_N else zigzag_varint(n)) + record
 
 
 class _Builder:

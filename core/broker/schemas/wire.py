@@ -1,6 +1,6 @@
 """Confluent's wire format of a schema'd key or value: magic byte 0, the schema id as a
 4-byte big-endian integer, then the payload (for PROTOBUF the payload starts with the
-message indexes, see ``core.broker.schemas.codec``)."""
+message indexes, see ``core.broker.schemas.serde.protobuf``)."""
 
 from __future__ import annotations
 

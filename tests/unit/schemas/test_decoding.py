@@ -1,6 +1,7 @@
-"""Decoding Confluent wire-format data to JSON values (core.broker.schemas.decoding): Avro's
-JSON encoding as kafka-rest answers it, JSON Schema payloads, protobuf messages found by
-their message indexes, and every way data can fail to decode."""
+"""Decoding Confluent wire-format data to JSON values (core.broker.schemas.decoding, each
+format's decoder in core.broker.schemas.serde): Avro's JSON encoding as kafka-rest answers
+it, JSON Schema payloads, protobuf messages found by their message indexes, and every way
+data can fail to decode."""
 
 from __future__ import annotations
 
@@ -15,10 +16,15 @@ from fastavro import parse_schema, schemaless_writer
 from google.protobuf import descriptor_pool, message_factory
 
 from core.broker.schemas import decoding, formats
-from core.broker.schemas.decoding import DecodeError, message_indexes, schema_ids
+from core.broker.schemas.decoding import schema_ids
+from core.broker.schemas.encoding import payload_of
 from core.broker.schemas.errors import InvalidSchemaError, SchemaNotFoundError
 from core.broker.schemas.formats import ParsedSchema
 from core.broker.schemas.model import AVRO, JSON, PROTOBUF
+from core.broker.schemas.serde import avro as avro_serde
+from core.broker.schemas.serde.base import DecodeError
+from core.broker.schemas.serde.protobuf import read_message_indexes
+from core.broker.schemas.wire import header
 
 
 class Resolver:
@@ -171,13 +177,13 @@ async def test_avro_bad_payloads(order_schema: ParsedSchema) -> None:
 async def test_compiled_once_per_parsed_schema(order_schema: ParsedSchema,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[Any] = []
-    real = decoding._compile_avro
+    real = avro_serde._reader_schema
 
-    def counting(model: Any) -> Any:
-        made.append(model)
-        return real(model)
+    def counting(parsed: ParsedSchema) -> Any:
+        made.append(parsed)
+        return real(parsed)
 
-    monkeypatch.setattr(decoding, "_compile_avro", counting)
+    monkeypatch.setattr(avro_serde, "_reader_schema", counting)
     for _ in range(2):
         dec = await decoder(AVRO, {3: order_schema})
         dec.decode(encode_order(order()))
@@ -241,7 +247,7 @@ def proto() -> tuple[ParsedSchema, dict[str, Any]]:
     (b"\x02\x80\x01", (64,), 3),  # a two-byte varint
 ])
 def test_message_indexes(data: bytes, indexes: tuple[int, ...], used: int) -> None:
-    assert message_indexes(memoryview(data + b"rest")) == (indexes, used)
+    assert read_message_indexes(memoryview(data + b"rest")) == (indexes, used)
 
 
 @pytest.mark.parametrize(("data", "why"), [
@@ -253,7 +259,7 @@ def test_message_indexes(data: bytes, indexes: tuple[int, ...], used: int) -> No
 ])
 def test_bad_message_indexes(data: bytes, why: str) -> None:
     with pytest.raises(DecodeError, match=why):
-        message_indexes(memoryview(data))
+        read_message_indexes(memoryview(data))
 
 
 async def test_protobuf_messages(proto: tuple[ParsedSchema, dict[str, Any]]) -> None:
@@ -319,3 +325,28 @@ async def test_other_registry_errors_raise() -> None:
     resolver = Resolver({1: RuntimeError("registry unavailable")})
     with pytest.raises(RuntimeError, match="unavailable"):
         await decoding.load(resolver, AVRO, [1])
+
+
+async def test_a_schema_the_decoder_cannot_use_fails_its_data(
+        order_schema: ParsedSchema, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(parsed: ParsedSchema) -> Any:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(avro_serde, "_reader_schema", broken)
+    dec = await decoder(AVRO, {3: order_schema})
+    with pytest.raises(DecodeError, match="^schema 3 cannot be used to decode: boom"):
+        dec.decode(encode_order(order()))
+
+
+@pytest.mark.parametrize(("schema_type", "text", "value"), [
+    (AVRO, json.dumps(MONEY), {"cents": 12}),
+    (AVRO, '["null", "bytes", "float"]', {"float": 1.1}),
+    (JSON, '{"type": "object"}', {"a": [1, "é", None]}),
+    (PROTOBUF, PROTO, {"orderId": "o-1", "totalCents": "7", "state": "DONE",
+                       "lines": [{"sku": "a", "unitCount": 2}], "counts": {"x": 1}}),
+])
+async def test_what_is_encoded_decodes_to_the_same_value(schema_type: str, text: str,
+                                                         value: Any) -> None:
+    parsed = formats.parse(schema_type, text, {})
+    data = header(11) + payload_of(parsed)(value)
+    assert (await decoder(schema_type, {11: parsed})).decode(data) == value

@@ -1,8 +1,9 @@
-"""Keys and values written with a schema (core.broker.schemas.encoding): each format's
-payload read back with its own library (fastavro, JSON, protobuf), Confluent's header and
-message indexes, values a schema refuses (with where), the record order of request
-errors, the subject name strategies, and which schema a request's choice resolves to on
-a registry in memory."""
+"""Keys and values written with a schema (core.broker.schemas.encoding, each format's
+encoder in core.broker.schemas.serde): each format's payload read back with its own
+library (fastavro, JSON, protobuf), Confluent's header and message indexes, values a
+schema refuses (with where), the record order of request errors, the subject name
+strategies, and which schema a request's choice resolves to on a registry in memory
+(core.broker.schemas.subjects)."""
 
 from __future__ import annotations
 
@@ -17,18 +18,8 @@ from _schemas_log_fake import MemoryLog
 from fastavro import parse_schema, schemaless_reader
 from test_schema_registry_router import Cache, ElsewhereRouter, RemoteLeader
 
-from core.broker.schemas import encoding, formats
-from core.broker.schemas.encoding import (
-    SchemaChoice,
-    SubjectNameStrategy,
-    Writer,
-    encode_items,
-    encode_records,
-    message_indexes,
-    payload_function,
-    record_name,
-    subject_name,
-)
+from core.broker.schemas import encoding, formats, subjects
+from core.broker.schemas.encoding import Writer, encode_items, encode_records, payload_of
 from core.broker.schemas.errors import (
     KeySchemaMissingError,
     RawSchemaInvalidError,
@@ -41,7 +32,15 @@ from core.broker.schemas.formats import ParsedSchema
 from core.broker.schemas.model import Reference, SchemaInput
 from core.broker.schemas.registry import SchemaRegistry
 from core.broker.schemas.router import SchemaRegistryRouter
-from core.broker.schemas.wire import split
+from core.broker.schemas.serde import protobuf
+from core.broker.schemas.serde.base import Invalid, Payload
+from core.broker.schemas.subjects import (
+    SchemaChoice,
+    SubjectNameStrategy,
+    record_name,
+    subject_name,
+)
+from core.broker.schemas.wire import header, split
 from core.clock import ManualClock
 
 USER = {"type": "record", "name": "User", "namespace": "t", "fields": [
@@ -83,13 +82,12 @@ def read_avro(schema: Any, payload: bytes, named: dict[str, Any] | None = None) 
 
 
 def writer(parsed: ParsedSchema, schema_id: int = 7) -> Writer:
-    from core.broker.schemas.wire import header
     return Writer("s", schema_id, 1, parsed.schema_type, header(schema_id),
-                  payload_function(parsed))
+                  payload_of(parsed))
 
 
-def refused(payload: encoding.Payload, value: Any) -> str:
-    with pytest.raises(encoding._Invalid) as info:
+def refused(payload: Payload, value: Any) -> str:
+    with pytest.raises(Invalid) as info:
         payload(value)
     return f"{info.value.where()}: {info.value.detail}"
 
@@ -98,7 +96,7 @@ def refused(payload: encoding.Payload, value: Any) -> str:
 
 
 def test_avro_reads_back_with_fastavro_defaults_filled() -> None:
-    payload = payload_function(avro(USER))
+    payload = payload_of(avro(USER))
     value = {"name": "ada", "age": {"int": 36}, "tags": ["x"], "scores": {"m": 1},
              "raw": "\u0000\u00ffA", "id": "zz", "kind": "B", "ratio": "NaN",
              "big": 2**62, "ok": False,
@@ -125,7 +123,7 @@ def test_avro_reads_back_with_fastavro_defaults_filled() -> None:
     ({"type": "array", "items": ["null", "int"]}, [None, {"int": 1}], [None, 1]),
 ])
 def test_avro_top_level_types(schema: Any, value: Any, expected: Any) -> None:
-    assert read_avro(schema, payload_function(avro(schema))(value)) == expected
+    assert read_avro(schema, payload_of(avro(schema))(value)) == expected
 
 
 def test_avro_named_type_from_a_reference() -> None:
@@ -136,7 +134,7 @@ def test_avro_named_type_from_a_reference() -> None:
     parsed = avro(outer, {"c.Color": dep})
     named: dict[str, Any] = {}
     parse_schema(json.loads(dep.text), named_schemas=named)
-    got = read_avro(outer, payload_function(parsed)({"color": "BLUE", "alt": {"c.Color": "RED"}}),
+    got = read_avro(outer, payload_of(parsed)({"color": "BLUE", "alt": {"c.Color": "RED"}}),
                     named)
     assert got == {"color": "BLUE", "alt": "RED"}
 
@@ -160,14 +158,21 @@ def test_avro_named_type_from_a_reference() -> None:
     ([1], ": expected an object (record t.User), got [1]"),
 ])
 def test_avro_refuses_values_naming_where(value: Any, message: str) -> None:
-    assert refused(payload_function(avro(USER)), value).startswith(message)
+    assert refused(payload_of(avro(USER)), value).startswith(message)
 
 
 def test_avro_int_range_and_types() -> None:
-    payload = payload_function(avro("int"))
+    payload = payload_of(avro("int"))
     assert refused(payload, 2**31).startswith(": expected an int (32 bits)")
     assert refused(payload, True).startswith(": expected an int")
     assert refused(payload, 1.5).startswith(": expected an int")
+
+
+def test_avro_float_range() -> None:
+    payload = payload_of(avro("float"))
+    assert refused(payload, 1e39) == ": 1e+39 is out of range for a float (32 bits)"
+    assert refused(payload, 10**400).endswith("is out of range for a float (32 bits)")
+    assert read_avro("float", payload("-Infinity")) == float("-inf")
 
 
 # --- JSON -----------------------------------------------------------------------------------
@@ -180,7 +185,7 @@ def test_json_validates_then_writes_compact_json() -> None:
                                             "l": {"type": "array", "items": {"type": "string"}}}}
     parsed = formats.parse("JSON", json.dumps(doc), {"other.json": other},
                            (Reference("other.json", "other", 1),))
-    payload = payload_function(parsed)
+    payload = payload_of(parsed)
     value = {"o": {"n": 1}, "l": ["a", "b"]}
     assert payload(value) == b'{"o":{"n":1},"l":["a","b"]}'
     assert json.loads(payload(value)) == value
@@ -194,7 +199,7 @@ def test_json_primitive_and_draft_2020() -> None:
     parsed = formats.parse("JSON", json.dumps({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "array", "prefixItems": [{"type": "string"}], "items": False}), {})
-    payload = payload_function(parsed)
+    payload = payload_of(parsed)
     assert payload(["x"]) == b'["x"]'
     assert "Expected at most 1 item" in refused(payload, ["x", "y"])
 
@@ -213,7 +218,7 @@ def proto_classes(parsed: ParsedSchema) -> Any:
 
 def test_protobuf_first_message_with_index_zero() -> None:
     parsed = formats.parse("PROTOBUF", PROTO, {})
-    payload = payload_function(parsed)(
+    payload = payload_of(parsed)(
         {"id": "o-1", "qty": "5", "at": "2024-01-01T00:00:00Z", "line": {"sku": "x"}})
     assert payload[0] == 0  # message indexes [0]: a single 0
     order = proto_classes(parsed)("shop.v1.Order").FromString(payload[1:])
@@ -224,30 +229,30 @@ def test_protobuf_first_message_with_index_zero() -> None:
 def test_protobuf_other_messages_and_their_indexes() -> None:
     parsed = formats.parse("PROTOBUF", PROTO, {})
     cls = proto_classes(parsed)
-    refund = payload_function(parsed, "shop.v1.Refund")({"orderId": "o-1"})
+    refund = protobuf.encoder(parsed, "shop.v1.Refund")({"orderId": "o-1"})
     assert refund[:2] == b"\x02\x02"  # one index: 1
     assert cls("shop.v1.Refund").FromString(refund[2:]).order_id == "o-1"
-    line = payload_function(parsed, "shop.v1.Order.Line")({"sku": "s"})
+    line = protobuf.encoder(parsed, "shop.v1.Order.Line")({"sku": "s"})
     assert line[:3] == b"\x04\x00\x00"  # two indexes: 0, 0
     assert cls("shop.v1.Order.Line").FromString(line[3:]).sku == "s"
     with pytest.raises(SchemaChoiceError):
-        payload_function(parsed, "shop.v1.Nope")
+        protobuf.encoder(parsed, "shop.v1.Nope")
 
 
 @pytest.mark.parametrize(("path", "expected"), [
     ([0], b"\x00"), ([1], b"\x02\x02"), ([0, 0], b"\x04\x00\x00"), ([2, 70], b"\x04\x04\x8c\x01"),
 ])
 def test_message_indexes(path: list[int], expected: bytes) -> None:
-    assert message_indexes(path) == expected
+    assert protobuf.message_indexes(path) == expected
 
 
 def test_protobuf_refuses_values() -> None:
-    payload = payload_function(formats.parse("PROTOBUF", PROTO, {}))
+    payload = payload_of(formats.parse("PROTOBUF", PROTO, {}))
     assert "has no field named" in refused(payload, {"nope": 1})
     assert "Failed to parse qty field" in refused(payload, {"qty": "many"})
     assert refused(payload, [1]) == ": expected an object (message shop.v1.Order), got [1]"
     enum_only = formats.parse("PROTOBUF", 'syntax = "proto3"; enum E { A = 0; }', {})
-    assert "defines no message" in refused(payload_function(enum_only), {})
+    assert "defines no message" in refused(payload_of(enum_only), {})
 
 
 # --- requests: record order, nulls, errors --------------------------------------------------
@@ -332,56 +337,56 @@ V2_USER = json.dumps({**USER, "fields": [*USER["fields"], {
 
 
 async def test_writer_by_text_registers_under_the_topic_subject(registry: Any) -> None:
-    w = await encoding.writer(registry, "orders", SchemaChoice("AVRO", USER_TEXT), is_key=False,
+    w = await subjects.writer(registry, "orders", SchemaChoice("AVRO", USER_TEXT), is_key=False,
                               schema_type="AVRO")
     assert (w.subject, w.schema_id, w.version, w.schema_type) == ("orders-value", 1, 1, "AVRO")
-    again = await encoding.writer(registry, "orders", SchemaChoice("AVRO", V2_USER),
+    again = await subjects.writer(registry, "orders", SchemaChoice("AVRO", V2_USER),
                                   is_key=False)
     assert (again.schema_id, again.version) == (2, 2)
-    by_name = await encoding.writer(registry, "orders", SchemaChoice(
+    by_name = await subjects.writer(registry, "orders", SchemaChoice(
         "AVRO", USER_TEXT, strategy=SubjectNameStrategy.RECORD_NAME), is_key=False)
     assert (by_name.subject, by_name.schema_id, by_name.version) == ("t.User", 1, 1)
     with pytest.raises(RawSchemaInvalidError, match="Invalid schema: the key schema"):
-        await encoding.writer(registry, "orders", SchemaChoice("AVRO", "{nope"), is_key=True)
+        await subjects.writer(registry, "orders", SchemaChoice("AVRO", "{nope"), is_key=True)
     with pytest.raises(SchemaLookupError, match="Error when registering schema"):
-        await encoding.writer(registry, "orders", SchemaChoice("AVRO", '"string"'),
+        await subjects.writer(registry, "orders", SchemaChoice("AVRO", '"string"'),
                               is_key=False)  # incompatible with orders-value's latest
 
 
 async def test_writer_by_id_version_and_latest(registry: Any) -> None:
     await registry.call("register", subject="orders-value", schema=SchemaInput(USER_TEXT))
     await registry.call("register", subject="orders-value", schema=SchemaInput(V2_USER))
-    by_id = await encoding.writer(registry, "orders", SchemaChoice(schema_id=1), is_key=False)
+    by_id = await subjects.writer(registry, "orders", SchemaChoice(schema_id=1), is_key=False)
     assert (by_id.subject, by_id.schema_id, by_id.version) == ("orders-value", 1, 1)
-    by_version = await encoding.writer(registry, "orders", SchemaChoice(version=1),
+    by_version = await subjects.writer(registry, "orders", SchemaChoice(version=1),
                                        is_key=False)
     assert (by_version.schema_id, by_version.version) == (1, 1)
-    latest = await encoding.writer(registry, "orders", SchemaChoice(), is_key=False)
+    latest = await subjects.writer(registry, "orders", SchemaChoice(), is_key=False)
     assert (latest.schema_id, latest.version) == (2, 2)
-    other = await encoding.writer(registry, "x", SchemaChoice(subject="orders-value"),
+    other = await subjects.writer(registry, "x", SchemaChoice(subject="orders-value"),
                                   is_key=True)
     assert (other.subject, other.schema_id) == ("orders-value", 2)
     await registry.call("register", subject="s2", schema=SchemaInput('"string"'))
     with pytest.raises(SchemaLookupError, match="not registered under the subject"):
-        await encoding.writer(registry, "elsewhere", SchemaChoice(schema_id=1, subject="s2"),
+        await subjects.writer(registry, "elsewhere", SchemaChoice(schema_id=1, subject="s2"),
                               is_key=False)
     with pytest.raises(SchemaLookupError, match="Subject 'elsewhere-value' not found"):
-        await encoding.writer(registry, "elsewhere", SchemaChoice(schema_id=1), is_key=False)
+        await subjects.writer(registry, "elsewhere", SchemaChoice(schema_id=1), is_key=False)
     with pytest.raises(SchemaLookupError, match="Schema 99 not found"):
-        await encoding.writer(registry, "orders", SchemaChoice(schema_id=99), is_key=False)
+        await subjects.writer(registry, "orders", SchemaChoice(schema_id=99), is_key=False)
     with pytest.raises(SchemaLookupError, match="Schema 0 not found"):
-        await encoding.writer(registry, "orders", SchemaChoice(schema_id=0), is_key=False)
+        await subjects.writer(registry, "orders", SchemaChoice(schema_id=0), is_key=False)
     with pytest.raises(SchemaChoiceError, match="subject: orders-value, version: 3"):
-        await encoding.writer(registry, "orders", SchemaChoice(version=3), is_key=False)
+        await subjects.writer(registry, "orders", SchemaChoice(version=3), is_key=False)
     with pytest.raises(SchemaLookupError, match="latest schema version. subject = orders-key"):
-        await encoding.writer(registry, "orders", SchemaChoice(), is_key=True)
+        await subjects.writer(registry, "orders", SchemaChoice(), is_key=True)
     with pytest.raises(SchemaLookupError, match="is a AVRO schema, not PROTOBUF"):
-        await encoding.writer(registry, "orders", SchemaChoice(schema_id=1), is_key=False,
+        await subjects.writer(registry, "orders", SchemaChoice(schema_id=1), is_key=False,
                               schema_type="PROTOBUF")
 
 
 async def test_writer_compiles_each_schema_once(registry: Any) -> None:
     choice = SchemaChoice("AVRO", USER_TEXT)
-    first = await encoding.writer(registry, "t", choice, is_key=False)
-    second = await encoding.writer(registry, "t", choice, is_key=False)
+    first = await subjects.writer(registry, "t", choice, is_key=False)
+    second = await subjects.writer(registry, "t", choice, is_key=False)
     assert first.payload is second.payload
