@@ -14,6 +14,11 @@ Calls used:
 - ``POST /topics/{t}`` (writers; binary embedded format, headers per record; with an
   ``Idempotency-Key`` header for exactly-once writes, one attempt per call, the writer
   retrying with the same key and body);
+- ``POST /v3/clusters/{c}/topics/{t}/records`` (writers with ``keyFormat`` /
+  ``valueFormat``: a JSON array of v3 records, each key and value with its own ``type``
+  or schema, so a binary key goes with an Avro value; the same ``Idempotency-Key``
+  handling), after ``GET /v3/clusters`` (the cluster id) and the Schema Registry's
+  ``GET /subjects/{s}/versions/latest`` / ``GET /schemas/ids/{id}`` on the driver;
 - ``/consumers/...`` instances, only for offsets-for-times lookups (seek by timestamp)
   and for the opt-in commit of processed offsets to a consumer group.
 """
@@ -43,6 +48,8 @@ try:  # optional accelerator; the stdlib is enough
     def dumps(obj: Any) -> bytes:
         return orjson.dumps(obj)
 
+    _check_json = orjson.loads
+
 except ImportError:  # pragma: no cover - orjson is installed with franz
     import json
 
@@ -54,8 +61,27 @@ except ImportError:  # pragma: no cover - orjson is installed with franz
         # same, byte for byte, whichever of the two an executor has (Idempotency-Key)
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
+    def _no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    def _check_json(text: str) -> Any:
+        return json.loads(text, parse_constant=_no_constant)
+
+
+def json_text(text: str) -> bytes:
+    """``text`` as the UTF-8 bytes of one JSON value, checked with the parser ``loads``
+    uses; ``ValueError`` saying what is wrong when it is not JSON (``NaN`` and
+    ``Infinity`` are not JSON, in either parser)."""
+    try:
+        _check_json(text)
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"not UTF-8 text ({e.reason} at character {e.start})") from None
+
 
 V2 = "application/vnd.kafka.v2+json"
+V3 = "application/json"
+REGISTRY = "application/vnd.schemaregistry.v1+json"
 BINARY = "application/vnd.kafka.binary.v2+json"
 IDEMPOTENCY_KEY = "Idempotency-Key"
 _RETRY_STATUS = frozenset({429, 502, 503, 504})
@@ -387,6 +413,71 @@ class FranzClient:
             idempotent=True,  # safe to resend: the key makes it so
             retries=0,  # the writer's retry policy decides
         )
+
+    def produce_v3(
+        self, cluster: str, topic: str, body: bytes, *, idempotency_key: str | None = None
+    ) -> Response:
+        """``POST /v3/clusters/{c}/topics/{t}/records`` with ``body``, a JSON array of v3
+        records (written with acks=all, the only v3 mode); the answer whatever its status
+        (``v3_answers`` reads a 200). With ``idempotency_key``: one attempt, as
+        ``produce_once`` (a body with a Content-Length, which franz needs for a key on
+        this route)."""
+        headers = {"Content-Type": V3, "Accept": V3}
+        keyed = False
+        if idempotency_key is not None:
+            headers[IDEMPOTENCY_KEY] = idempotency_key
+            keyed = True
+        return self.request(
+            "POST",
+            f"/v3/clusters/{_quote(cluster)}/topics/{_quote(topic)}/records",
+            content=body,
+            headers=headers,
+            idempotent=keyed,
+            retries=0 if keyed else None,
+        )
+
+    @staticmethod
+    def v3_answers(resp: Response) -> list[dict[str, Any]]:
+        """The delivery reports of a v3 produce (one JSON object per record, each
+        followed by CRLF) in v2's per-record shape: ``error_code`` None when written,
+        else franz's code, with its message in ``error``."""
+        out: list[dict[str, Any]] = []
+        for line in resp.content.split(b"\r\n"):
+            if not line.strip():
+                continue
+            report = loads(line)
+            code = report.get("error_code")
+            if code == 200:
+                out.append(
+                    {
+                        "partition": report.get("partition_id"),
+                        "offset": report.get("offset"),
+                        "error_code": None,
+                        "error": None,
+                    }
+                )
+            else:
+                out.append(
+                    {
+                        "partition": None,
+                        "offset": None,
+                        "error_code": code,
+                        "error": report.get("message"),
+                    }
+                )
+        return out
+
+    def cluster_id(self) -> str:
+        """This franz cluster's id (``GET /v3/clusters``), for v3 paths."""
+        resp = self.request("GET", "/v3/clusters", headers={"Accept": V3})
+        if resp.status_code != 200:
+            raise self.error(resp)
+        return str(loads(resp.content)["data"][0]["cluster_id"])
+
+    def registry_get(self, path: str) -> Response:
+        """A Schema Registry lookup (``/subjects/...``, ``/schemas/ids/...``), served at
+        the root of every franz listener; the answer whatever its status."""
+        return self.request("GET", path, headers={"Accept": REGISTRY})
 
     # --- consumer instances (lookups and commit-back) --------------------------------
 

@@ -5,7 +5,8 @@ between them): ``FranzDataSource.schema`` / ``reader`` / ``writer`` and the batc
 reader's ``partitions`` in a short-lived planner process; ``read`` and ``write`` on
 executors; a stream reader's ``initialOffset`` / ``latestOffset`` / ``partitions`` /
 ``commit`` in one long-lived process per query on the driver. Everything executors need
-travels in the options (``ReaderConf`` / ``WriterConf``) and in ``FranzRange``.
+travels in the options (``ReaderConf`` / ``WriterConf``, a write's schema ids resolved
+by ``writer()`` / ``streamWriter()``) and in ``FranzRange``.
 """
 
 from __future__ import annotations
@@ -65,7 +66,14 @@ from spark_connector.options import (
     writer_conf,
 )
 from spark_connector.ranges import data_loss, read_rows
-from spark_connector.writer import KeyScope, Producer, check_columns, new_write_id, task_key_scope
+from spark_connector.writer import (
+    KeyScope,
+    Producer,
+    check_columns,
+    new_write_id,
+    resolve_schemas,
+    task_key_scope,
+)
 
 log = logging.getLogger("spark_connector")
 
@@ -445,7 +453,9 @@ class FranzDataSource(DataSource):
     def _writer_conf(self, schema: StructType) -> WriterConf:
         conf = writer_conf(self.options)
         check_columns({f.name: f.dataType.simpleString() for f in schema.fields}, conf)
-        return conf
+        # keyFormat / valueFormat: schemas looked up once, here on the driver, and shipped
+        # to every task inside the writer (the same schema ids for every attempt)
+        return resolve_schemas(conf)
 
     def writer(self, schema: StructType, overwrite: bool) -> FranzBatchWriter:
         if overwrite:

@@ -97,6 +97,14 @@ WRITER_OPTIONS = (
     "write.retryBackoffMs",
     "write.maxRetryBackoffMs",
     "write.retryTimeoutMs",
+    "keyFormat",
+    "valueFormat",
+    "keySchemaId",
+    "valueSchemaId",
+    "keySubject",
+    "valueSubject",
+    "keySchema",
+    "valueSchema",
 )
 
 #: Options of the batch reader only (an error on a stream).
@@ -119,8 +127,9 @@ _REDIRECTS = {
     "groupidprefix": "franz reads without consumer groups",
     "kafka.key.deserializer": "keys are bytes, or decoded by franz with keyFormat",
     "kafka.value.deserializer": "values are bytes, or decoded by franz with valueFormat",
-    "kafka.key.serializer": "keys are always bytes or strings",
-    "kafka.value.serializer": "values are always bytes or strings",
+    "kafka.key.serializer": "keys are bytes or strings, or written by franz with keyFormat",
+    "kafka.value.serializer": "values are bytes or strings, or written by franz with "
+    "valueFormat",
     "kafka.enable.auto.commit": "use commitOffsetsToGroup",
     "kafka.security.protocol": "the url's scheme decides: https:// for TLS",
     "kafka.sasl.jaas.config": "use auth.basic (user:password)",
@@ -639,6 +648,78 @@ def stream_checks(conf: ReaderConf) -> None:
 MAX_KEY_PREFIX_LENGTH = 100
 
 
+#: A Schema Registry format's schema type in the registry's answers (``schemaType``,
+#: absent for AVRO) and its ``type`` in a v3 produce record.
+REGISTRY_TYPES = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
+V3_TYPES = {"avro": "AVRO", "jsonschema": "JSONSCHEMA", "protobuf": "PROTOBUF"}
+
+
+@dataclass(frozen=True)
+class SchemaSpec:
+    """How a write encodes one side (``key`` or ``value``) of its records: ``binary``
+    (the column's bytes as they are) or a Schema Registry format, the column then being a
+    string of JSON that franz writes with a schema (Confluent's wire format). The schema:
+    ``schema`` (a text, registered by franz under the subject when new), ``schema_id``,
+    or neither (``latest``: the subject's latest version, turned into its id on the
+    driver, ``writer.resolve_schemas``). ``subject`` is only set when the option named
+    one; franz's default is TopicNameStrategy, ``<topic>-key`` / ``<topic>-value``."""
+
+    side: str  # "key" | "value"
+    format: str = BINARY_FORMAT
+    schema_id: int | None = None
+    subject: str | None = None
+    schema: str | None = None
+
+    @property
+    def encoded(self) -> bool:
+        """Written by franz with a schema (not binary)."""
+        return self.format != BINARY_FORMAT
+
+    @property
+    def latest(self) -> bool:
+        """The subject's latest version, not resolved to an id yet."""
+        return self.encoded and self.schema_id is None and self.schema is None
+
+    def option(self, what: str) -> str:
+        """The option's name, e.g. ``option("SchemaId")`` -> ``valueSchemaId``."""
+        return self.side + what
+
+    def default_subject(self, topic: str) -> str:
+        return self.subject or f"{topic}-{self.side}"
+
+
+def _schema_spec(opts: Mapping[str, str], side: str) -> SchemaSpec:
+    fmt = _format(opts, side + "Format")
+    given = [n for n in ("SchemaId", "Subject", "Schema") if opts.get(side + n) is not None]
+    if fmt == BINARY_FORMAT:
+        if given:
+            raise FranzOptionError(
+                f"Option {side}{given[0]} needs {side}Format=avro, jsonschema or protobuf "
+                f"({side}Format is binary: the {side} column's bytes are written as they are)"
+            )
+        return SchemaSpec(side)
+    if opts.get(side + "SchemaId") is not None and opts.get(side + "Schema") is not None:
+        raise FranzOptionError(
+            f"Options {side}SchemaId and {side}Schema exclude each other: give the id of a "
+            f"registered schema, or a schema text for franz to register"
+        )
+    subject = opts.get(side + "Subject")
+    if subject is not None:
+        subject = subject.strip()
+        if not subject:
+            raise FranzOptionError(f"Option {side}Subject is empty")
+    schema = opts.get(side + "Schema")
+    if schema is not None and not schema.strip():
+        raise FranzOptionError(f"Option {side}Schema is empty: give the schema's text")
+    return SchemaSpec(
+        side,
+        fmt,
+        schema_id=_int(opts, side + "SchemaId", None, minimum=0),
+        subject=subject,
+        schema=schema,
+    )
+
+
 @dataclass(frozen=True)
 class WriterConf:
     http: HttpConf
@@ -658,6 +739,19 @@ class WriterConf:
     retry_backoff_ms: int = 200
     max_retry_backoff_ms: int = 10_000
     retry_timeout_ms: int = 180_000
+    #: ``keyFormat`` / ``valueFormat`` and their schemas.
+    key_schema: SchemaSpec = SchemaSpec("key")
+    value_schema: SchemaSpec = SchemaSpec("value")
+    #: The cluster id of the v3 produce path, found on the driver when a side is
+    #: written with a schema (``writer.resolve_schemas``).
+    cluster_id: str | None = None
+
+    @property
+    def with_schemas(self) -> bool:
+        """A side is written with a schema: the write goes through franz's v3 produce
+        (``POST /v3/clusters/{c}/topics/{t}/records``, a ``type`` per key and value),
+        binary writes through v2's ``POST /topics/{t}``."""
+        return self.key_schema.encoded or self.value_schema.encoded
 
 
 def _key_prefix(opts: Mapping[str, str]) -> str | None:
@@ -710,6 +804,24 @@ def writer_conf(options: Mapping[str, Any]) -> WriterConf:
             f"Option write.maxRetryBackoffMs={max_backoff} is smaller than "
             f"write.retryBackoffMs={backoff}"
         )
+    key_schema, value_schema = _schema_spec(opts, "key"), _schema_spec(opts, "value")
+    encoded = [s for s in (key_schema, value_schema) if s.encoded]
+    if encoded and acks not in ("all", "-1"):
+        raise FranzOptionError(
+            f"Option acks={acks} cannot be used with {encoded[0].option('Format')}="
+            f"{encoded[0].format}: records written with a schema go through franz's v3 "
+            "produce, which always waits for every in-sync replica (leave acks unset, or "
+            "set it to all)"
+        )
+    for spec in encoded:
+        if spec.latest and topic is None:
+            raise FranzOptionError(
+                f"Option {spec.option('Format')}={spec.format} without "
+                f"{spec.option('SchemaId')}, {spec.option('Schema')} or "
+                f"{spec.option('Subject')} writes with the latest version of the subject "
+                f"<topic>-{spec.side}, which needs the topic option (the schema is looked "
+                "up once when the write starts, before any row's topic is known)"
+            )
     return WriterConf(
         http=http_conf(opts),
         topic=topic.strip() if topic else None,
@@ -722,4 +834,6 @@ def writer_conf(options: Mapping[str, Any]) -> WriterConf:
         retry_backoff_ms=backoff,
         max_retry_backoff_ms=max_backoff,
         retry_timeout_ms=_int(opts, "write.retryTimeoutMs", 180_000, minimum=0) or 0,
+        key_schema=key_schema,
+        value_schema=value_schema,
     )

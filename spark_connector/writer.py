@@ -3,6 +3,17 @@ records (binary embedded format; keys, values and header values base64), one buf
 target topic. Every per-record ``error_code`` in an answer that a retry cannot change
 fails the task (franz, like Confluent, answers 200 even when records failed).
 
+With ``keyFormat`` / ``valueFormat`` (avro, jsonschema, protobuf) the requests go to
+franz's v3 produce, ``POST /v3/clusters/{c}/topics/{t}/records``, as a JSON array of
+records: v2 has one embedded format per request for keys and values alike (a binary key
+beside an Avro value cannot be said there), v3 a ``type`` or schema per key and value,
+and it takes the same ``Idempotency-Key``. The column of such a side is a string of
+JSON, checked on the executor and sent as the record's ``data`` with the schema's id
+(given, or the subject's latest version resolved once on the driver:
+``resolve_schemas``) or text; franz encodes it (Confluent's wire format) or refuses the
+record (42203 and the like, failing the task with franz's message). v3 writes with
+acks=all, so ``acks`` must be ``all`` then.
+
 Delivery is exactly once by default (option ``exactlyOnce``, off with ``acks=0``): every
 request carries an ``Idempotency-Key`` header derived from what the request is, never
 from which attempt sends it::
@@ -43,11 +54,25 @@ import re
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import quote
 
-from spark_connector.client import FranzClient, FranzConnectionError, dumps, loads
-from spark_connector.options import FranzOptionError, WriterConf
+from spark_connector.client import (
+    FranzClient,
+    FranzConnectionError,
+    Response,
+    dumps,
+    json_text,
+    loads,
+)
+from spark_connector.options import (
+    REGISTRY_TYPES,
+    V3_TYPES,
+    FranzOptionError,
+    SchemaSpec,
+    WriterConf,
+)
 
 log = logging.getLogger("spark_connector")
 
@@ -90,6 +115,14 @@ def check_columns(types: Mapping[str, str], conf: WriterConf) -> None:
                 f"Column {name!r} of the franz sink must be {' or '.join(allowed)}, "
                 f"not {types[name]}"
             )
+    for spec in (conf.key_schema, conf.value_schema):
+        if spec.encoded and spec.side in types and types[spec.side] != "string":
+            raise FranzOptionError(
+                f"Column {spec.side!r} of the franz sink must be a string holding the "
+                f"{spec.side} as JSON with {spec.option('Format')}={spec.format} (Avro's JSON "
+                "encoding, a JSON document, protobuf's JSON mapping; e.g. "
+                f"to_json(struct(...))), not {types[spec.side]}"
+            )
     if conf.topic is None and "topic" not in types:
         raise FranzOptionError(
             "The franz sink needs a target topic: the option topic, or a 'topic' column"
@@ -102,6 +135,74 @@ def topic_in_key(topic: str) -> str:
     if _PLAIN_TOPIC.match(topic):
         return topic
     return "sha256-" + hashlib.sha256(topic.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _registry_lookup(client: FranzClient, path: str, what: str) -> dict[str, Any]:
+    resp = client.registry_get(path)
+    if resp.status_code != 200:
+        err = client.error(resp)
+        code = f" / {err.error_code}" if err.error_code is not None else ""
+        raise FranzOptionError(
+            f"{what}: franz's Schema Registry answered {resp.status_code}{code}: "
+            f"{err.server_message}"
+        )
+    return dict(loads(resp.content))
+
+
+def _check_type(spec: SchemaSpec, doc: dict[str, Any], what: str) -> None:
+    """The registered schema is of the side's format (v3 takes the type from it)."""
+    registered = doc.get("schemaType") or "AVRO"
+    if registered != REGISTRY_TYPES[spec.format]:
+        fmt = {t: f for f, t in REGISTRY_TYPES.items()}.get(registered, registered.lower())
+        raise FranzOptionError(
+            f"{what} is {'an' if registered[:1] in 'AEIOU' else 'a'} {registered} schema, "
+            f"but {spec.option('Format')}={spec.format} (set {spec.option('Format')}={fmt}, "
+            f"or name a {spec.format} schema)"
+        )
+
+
+def _resolve(client: FranzClient, spec: SchemaSpec, topic: str | None) -> SchemaSpec:
+    if not spec.encoded or spec.schema is not None:
+        return spec  # binary, or a text franz registers (its type is the format's)
+    if spec.schema_id is not None:
+        what = f"Option {spec.option('SchemaId')}={spec.schema_id}"
+        doc = _registry_lookup(client, f"/schemas/ids/{spec.schema_id}", what)
+        _check_type(spec, doc, what)
+        return spec
+    assert topic is not None or spec.subject is not None  # writer_conf checks it
+    subject = spec.default_subject(topic or "")
+    what = (
+        f"Option {spec.option('Subject')}={subject!r}"
+        if spec.subject is not None
+        else f"{spec.option('Format')}={spec.format} writes with the latest version of the "
+        f"subject {subject!r} (<topic>-{spec.side}; or give {spec.option('SchemaId')}, "
+        f"{spec.option('Subject')} or {spec.option('Schema')})"
+    )
+    doc = _registry_lookup(client, f"/subjects/{quote(subject, safe='')}/versions/latest", what)
+    _check_type(spec, doc, f"{what}: its latest version, schema {doc.get('id')},")
+    return replace(spec, schema_id=int(doc["id"]))
+
+
+def resolve_schemas(conf: WriterConf, client: FranzClient | None = None) -> WriterConf:
+    """On the driver, once per write (or stream run): ``conf`` with every side that is
+    written with the latest version of a subject pinned to that version's id (so every
+    task, and every attempt of a task, writes with the same schema and sends the same
+    bytes), the type of a schema given by id checked against the format, and the
+    cluster id of the v3 path. Unchanged when nothing is written with a schema."""
+    if not conf.with_schemas:
+        return conf
+    own = client is None
+    client = client or FranzClient(conf.http)
+    try:
+        return replace(
+            conf,
+            key_schema=_resolve(client, conf.key_schema, conf.topic),
+            value_schema=_resolve(client, conf.value_schema, conf.topic),
+            cluster_id=conf.cluster_id or client.cluster_id(),
+        )
+    finally:
+        if own:
+            client.close()
 
 
 @dataclass(frozen=True)
@@ -165,13 +266,64 @@ def task_key_scope(
 
 @dataclass
 class _Buffer:
-    records: list[dict[str, Any]] = field(default_factory=list)
+    #: v2: the records as dicts; v3: each record's JSON bytes
+    records: list[Any] = field(default_factory=list)
     size: int = 0
 
 
 def _b64(data: bytes | bytearray | str) -> str:
     raw = data.encode() if isinstance(data, str) else bytes(data)
     return base64.b64encode(raw).decode("ascii")
+
+
+class _V3Side:
+    """Writes one side (key or value) of v3 records: ``{"type":"BINARY","data":<base64>}``,
+    or the side's schema fields and, as ``data``, the column's JSON text (checked here,
+    on the executor, then copied as it is: numbers keep their digits, and the bytes do
+    not depend on the JSON library the executor has)."""
+
+    def __init__(self, spec: SchemaSpec) -> None:
+        self.spec = spec
+        if not spec.encoded:
+            self.head = b'{"type":"BINARY","data":'
+            return
+        fields: dict[str, Any] = {}
+        if spec.schema is not None:  # franz registers it under the subject when new
+            fields["type"] = V3_TYPES[spec.format]
+        if spec.subject is not None:
+            fields["subject"] = spec.subject
+        if spec.schema is not None:
+            fields["schema"] = spec.schema
+        elif spec.schema_id is not None:
+            fields["schema_id"] = spec.schema_id
+        else:
+            raise FranzProduceError(
+                f"franz sink: {spec.option('Format')}={spec.format} without a schema id: "
+                "the write's options were not resolved on the driver (writer.resolve_schemas)"
+            )
+        self.head = dumps(fields)[:-1] + b',"data":'
+
+    def encode(self, data: Any, row: int) -> bytes:
+        spec = self.spec
+        if not spec.encoded:
+            raw = data.encode() if isinstance(data, str) else bytes(data)
+            return self.head + b'"' + base64.b64encode(raw) + b'"}'
+        if not isinstance(data, str):
+            raise FranzProduceError(
+                f"franz sink: column {spec.side!r} of row {row} of this task is "
+                f"{type(data).__name__}, not a string of JSON ({spec.option('Format')}="
+                f"{spec.format})"
+            )
+        try:
+            text = json_text(data)
+        except ValueError as e:
+            shown = data if len(data) <= 60 else data[:57] + "..."
+            raise FranzProduceError(
+                f"franz sink: column {spec.side!r} of row {row} of this task is not JSON "
+                f"({spec.option('Format')}={spec.format} takes the {spec.side} as JSON, "
+                f"e.g. to_json(struct(...))): {e}; the string: {shown!r}"
+            ) from None
+        return self.head + text + b"}"
 
 
 class Producer:
@@ -191,8 +343,20 @@ class Producer:
         self.records = 0
         self.requests = 0
         self.resends = 0
+        self.rows = 0  # rows seen, to name a bad one
+        self.v3 = conf.with_schemas
+        if self.v3 and conf.cluster_id is None:
+            raise FranzProduceError(
+                "franz sink: a write with keyFormat / valueFormat has no cluster id: the "
+                "write's options were not resolved on the driver (writer.resolve_schemas)"
+            )
+        self.key_side = _V3Side(conf.key_schema) if self.v3 else None
+        self.value_side = _V3Side(conf.value_schema) if self.v3 else None
 
     def add_rows(self, rows: Iterable[Any]) -> None:
+        if self.v3:
+            self._add_rows_v3(rows)
+            return
         # a record's fields always in the same order: the same rows give the same bytes
         idx, conf = self.idx, self.conf
         vi, ki, ti = idx["value"], idx.get("key"), idx.get("topic")
@@ -213,15 +377,54 @@ class Producer:
                 rec["headers"] = [
                     {"key": h[0], "value": None if h[1] is None else _b64(h[1])} for h in row[hi]
                 ]
-            size = len(rec["value"] or "") + len(rec.get("key", "")) + 64
+            self._append(topic, rec, len(rec["value"] or "") + len(rec.get("key", "")) + 64)
+
+    def _add_rows_v3(self, rows: Iterable[Any]) -> None:
+        """Rows as v3 records (``POST /v3/clusters/{c}/topics/{t}/records``): the same
+        columns, a ``type`` or schema per key and value; fields in a fixed order."""
+        idx, conf = self.idx, self.conf
+        vi, ki, ti = idx["value"], idx.get("key"), idx.get("topic")
+        pi, hi = idx.get("partition"), idx.get("headers")
+        key_side, value_side = self.key_side, self.value_side
+        assert key_side is not None and value_side is not None
+        for row in rows:
+            n = self.rows
+            self.rows += 1
+            topic = conf.topic or (row[ti] if ti is not None else None)
+            if not topic:
+                raise FranzProduceError(
+                    "franz sink: a row has a null or empty topic and the topic option is not set"
+                )
+            parts: list[bytes] = []
+            if pi is not None and row[pi] is not None:
+                parts.append(b'"partition_id":%d' % int(row[pi]))
+            if hi is not None and row[hi]:
+                parts.append(
+                    b'"headers":'
+                    + dumps(
+                        [
+                            {"name": h[0], "value": None if h[1] is None else _b64(h[1])}
+                            for h in row[hi]
+                        ]
+                    )
+                )
+            if ki is not None and row[ki] is not None:
+                parts.append(b'"key":' + key_side.encode(row[ki], n))
+            value = row[vi]
+            parts.append(b'"value":' + (b"null" if value is None else value_side.encode(value, n)))
+            rec = b"{" + b",".join(parts) + b"}"
+            self._append(topic, rec, len(rec) + 1)
+
+    def _append(self, topic: str, rec: Any, size: int) -> None:
+        conf = self.conf
+        buf = self.buffers.setdefault(topic, _Buffer())
+        if buf.records and buf.size + size > conf.max_bytes_per_request:
+            self.flush(topic)
             buf = self.buffers.setdefault(topic, _Buffer())
-            if buf.records and buf.size + size > conf.max_bytes_per_request:
-                self.flush(topic)
-                buf = self.buffers.setdefault(topic, _Buffer())
-            buf.records.append(rec)
-            buf.size += size
-            if len(buf.records) >= conf.batch_size:
-                self.flush(topic)
+        buf.records.append(rec)
+        buf.size += size
+        if len(buf.records) >= conf.batch_size:
+            self.flush(topic)
 
     def next_key(self, topic: str) -> str | None:
         """The ``Idempotency-Key`` of the next request to ``topic`` (None when exactly
@@ -236,10 +439,11 @@ class Producer:
         buf = self.buffers.pop(topic, None)
         if buf is None or not buf.records:
             return
-        body = dumps({"records": buf.records})
         key = self.next_key(topic)
+        # v3: a JSON array of the records; v2: {"records": [...]}
+        body = b"[" + b",".join(buf.records) + b"]" if self.v3 else dumps({"records": buf.records})
         if key is None:
-            answers = self.client.produce(topic, body, acks=self.conf.acks)
+            answers = self._produce(topic, body)
         else:
             answers = self.produce_exactly_once(topic, body, key, len(buf.records))
         self.requests += 1
@@ -253,6 +457,28 @@ class Producer:
                 f"{topic!r}: {shown}"
             )
         self.records += len(answers)
+
+    def _produce(self, topic: str, body: bytes) -> list[dict[str, Any]]:
+        """At least once: one request (the client's own retries), the per-record answers."""
+        if not self.v3:
+            return self.client.produce(topic, body, acks=self.conf.acks)
+        assert self.conf.cluster_id is not None
+        resp = self.client.produce_v3(self.conf.cluster_id, topic, body)
+        if resp.status_code != 200:
+            raise self.client.error(resp)
+        return self.client.v3_answers(resp)
+
+    def _attempt(self, topic: str, body: bytes, key: str) -> Response:
+        """One attempt of a keyed produce, on the write's route."""
+        if not self.v3:
+            return self.client.produce_once(topic, body, acks=self.conf.acks, idempotency_key=key)
+        assert self.conf.cluster_id is not None
+        return self.client.produce_v3(self.conf.cluster_id, topic, body, idempotency_key=key)
+
+    def _answers(self, resp: Response) -> list[dict[str, Any]]:
+        if self.v3:
+            return self.client.v3_answers(resp)
+        return list(loads(resp.content)["offsets"])
 
     def produce_exactly_once(
         self, topic: str, body: bytes, key: str, count: int
@@ -271,13 +497,13 @@ class Producer:
             attempts += 1
             why: str
             try:
-                resp = self.client.produce_once(topic, body, acks=conf.acks, idempotency_key=key)
+                resp = self._attempt(topic, body, key)
             except FranzConnectionError as e:
                 why = str(e)
             else:
                 status = resp.status_code
                 if status == 200:
-                    answers = list(loads(resp.content)["offsets"])
+                    answers = self._answers(resp)
                     codes = [a.get("error_code") for a in answers]
                     retriable = sum(1 for c in codes if c == RETRIABLE_RECORD_ERROR)
                     if not retriable or any(

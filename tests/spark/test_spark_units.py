@@ -5,6 +5,7 @@ control, the range reader and the stream reader's offset planning, driven direct
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -33,11 +34,18 @@ from spark_connector.offsets import (  # noqa: E402
 )
 from spark_connector.options import (  # noqa: E402
     FranzOptionError,
+    SchemaSpec,
     batch_checks,
     reader_conf,
     writer_conf,
 )
 from spark_connector.ranges import FranzDataLossError, iter_range, read_rows  # noqa: E402
+from spark_connector.writer import (  # noqa: E402
+    FranzProduceError,
+    KeyScope,
+    Producer,
+    check_columns,
+)
 
 URL = {"url": "http://127.0.0.1:1"}
 
@@ -125,6 +133,140 @@ def test_writer_options() -> None:
     assert (conf.topic, conf.batch_size, conf.acks) == ("out", 10, "1")
     with pytest.raises(FranzOptionError, match="Unknown option 'subscribe' for the franz writer"):
         writer_conf({**URL, "subscribe": "x"})
+
+
+def test_writer_schema_options() -> None:
+    plain = writer_conf({**URL, "topic": "t"})
+    assert not plain.with_schemas
+    assert (plain.key_schema, plain.value_schema) == (SchemaSpec("key"), SchemaSpec("value"))
+    conf = writer_conf(
+        {**URL, "topic": "t", "VALUEFORMAT": " Avro ", "keyformat": "jsonschema", "keySchemaId": "7"}
+    )
+    assert conf.with_schemas and conf.acks == "all" and conf.exactly_once
+    assert conf.value_schema == SchemaSpec("value", "avro") and conf.value_schema.latest
+    assert conf.key_schema == SchemaSpec("key", "jsonschema", schema_id=7)
+    assert not conf.key_schema.latest
+    # a binary key beside a schema value, and the other way round
+    assert writer_conf({**URL, "topic": "t", "keyFormat": "protobuf"}).value_schema.format == (
+        "binary"
+    )
+    # the subject may name where an id or a text is registered; with an explicit subject,
+    # an id or a text, no topic option is needed (a topic column)
+    conf = writer_conf(
+        {**URL, "valueFormat": "avro", "valueSubject": " users ", "valueSchema": '"string"'}
+    )
+    assert conf.value_schema == SchemaSpec("value", "avro", subject="users", schema='"string"')
+    assert writer_conf({**URL, "valueFormat": "avro", "valueSchemaId": "0"}).topic is None
+    assert writer_conf({**URL, "topic": "t", "valueFormat": "avro", "acks": "-1"}).acks == "-1"
+    assert SchemaSpec("value").default_subject("orders") == "orders-value"
+    assert SchemaSpec("key", "avro", subject="s").default_subject("orders") == "s"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"valueSchemaId": "1"}, "Option valueSchemaId needs valueFormat=avro, jsonschema or"),
+        ({"valueFormat": "avro", "keySubject": "s"}, "Option keySubject needs keyFormat=avro"),
+        ({"keyFormat": "binary", "keySchema": "{}"}, "(keyFormat is binary: the key column"),
+        ({"valueFormat": "xml"}, "valueFormat='xml' is not one of binary, avro, jsonschema"),
+        (
+            {"valueFormat": "avro", "valueSchemaId": "1", "valueSchema": '"int"'},
+            "Options valueSchemaId and valueSchema exclude each other",
+        ),
+        ({"valueFormat": "avro", "valueSchemaId": "x"}, "valueSchemaId='x' is not an integer"),
+        ({"valueFormat": "avro", "valueSchemaId": "-1"}, "valueSchemaId='-1' must be >= 0"),
+        ({"keyFormat": "avro", "keySubject": " "}, "Option keySubject is empty"),
+        ({"valueFormat": "protobuf", "valueSchema": " "}, "Option valueSchema is empty"),
+        ({"valueFormat": "avro", "acks": "1"}, "Option acks=1 cannot be used with valueFormat"),
+        ({"keyFormat": "jsonschema", "acks": "0"}, "acks=0 cannot be used with keyFormat=json"),
+        ({"kafka.value.serializer": "x"}, "written by franz with valueFormat"),
+    ],
+)
+def test_bad_writer_schema_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(FranzOptionError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        writer_conf({**URL, "topic": "t", **options})
+
+
+def test_latest_schema_needs_the_topic_option() -> None:
+    with pytest.raises(
+        FranzOptionError,
+        match="valueFormat=avro without valueSchemaId, valueSchema or valueSubject writes with "
+        "the latest version of the subject <topic>-value, which needs the topic option",
+    ):
+        writer_conf({**URL, "valueFormat": "avro"})
+
+
+def test_schema_columns_are_strings_of_json() -> None:
+    conf = writer_conf({**URL, "topic": "t", "valueFormat": "avro"})
+    check_columns({"key": "binary", "value": "string"}, conf)  # the key stays binary
+    with pytest.raises(FranzOptionError, match="Column 'value' of the franz sink must be a string"):
+        check_columns({"value": "binary"}, conf)
+    conf = writer_conf({**URL, "topic": "t", "keyFormat": "avro", "keySchemaId": "1"})
+    check_columns({"key": "string", "value": "binary"}, conf)
+    with pytest.raises(FranzOptionError, match="holding the key as JSON with keyFormat=avro"):
+        check_columns({"key": "binary", "value": "binary"}, conf)
+
+
+class _Capture(Producer):
+    """The producer without a server: the bodies it would send."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.bodies: list[tuple[str, bytes]] = []
+
+    def produce_exactly_once(
+        self, topic: str, body: bytes, key: str, count: int
+    ) -> list[dict[str, Any]]:
+        self.bodies.append((key, body))
+        return [{"error_code": None}] * count
+
+
+def test_schema_records_are_v3_records_with_the_json_as_it_is() -> None:
+    conf = writer_conf(
+        {**URL, "topic": "t", "valueFormat": "jsonschema", "valueSubject": "s", "batchSize": 2}
+    )
+    with pytest.raises(FranzProduceError, match="not resolved on the driver"):
+        Producer(conf, ["value"])
+    conf = replace(
+        conf, cluster_id="c1", value_schema=replace(conf.value_schema, schema_id=3)
+    )  # what resolve_schemas does on the driver
+    p = _Capture(conf, ["key", "value", "partition", "headers"], KeyScope("w", "-", 0))
+    p.add_rows(
+        [
+            ("k1", ' {"a": 1.50, "b": 123456789012345678901234567890}', 1, [("h", b"x")]),
+            (b"\x00", None, None, None),
+            (None, '"é"', None, []),
+        ]
+    )
+    p.close()
+    assert p.bodies == [
+        (
+            "w:-:0:t:0",
+            b'[{"partition_id":1,"headers":[{"name":"h","value":"eA=="}],'
+            b'"key":{"type":"BINARY","data":"azE="},'
+            b'"value":{"subject":"s","schema_id":3,"data": {"a": 1.50, '
+            b'"b": 123456789012345678901234567890}}},'
+            b'{"key":{"type":"BINARY","data":"AA=="},"value":null}]',
+        ),
+        ("w:-:0:t:1", '[{"value":{"subject":"s","schema_id":3,"data":"é"}}]'.encode()),
+    ]
+    text = replace(conf, value_schema=SchemaSpec("value", "avro", schema='"string"'))
+    p = _Capture(text, ["value"], KeyScope("w", "-", 0))
+    p.add_rows([('"x"',)])
+    p.close()
+    assert p.bodies[0][1] == b'[{"value":{"type":"AVRO","schema":"\\"string\\"","data":"x"}}]'
+
+    p = _Capture(conf, ["value"], KeyScope("w", "-", 0))
+    p.add_rows([('{"a": 1}',)])
+    with pytest.raises(
+        FranzProduceError,
+        match=r"column 'value' of row 1 of this task is not JSON \(valueFormat=jsonschema "
+        r"takes the value as JSON, e.g. to_json\(struct\(...\)\)\): .*; the string: "
+        r"'\{a: 1\}'",
+    ):
+        p.add_rows([("{a: 1}",)])
+    with pytest.raises(FranzProduceError, match="the string: 'NaN'"):
+        p.add_rows([("NaN",)])
 
 
 # --- ranges and admission control --------------------------------------------------------
