@@ -1,6 +1,8 @@
 """``create_app(broker)``: the FastAPI application of one broker.
 
-Routers: v2 at the root (``api.v2``), v3 under ``/v3`` (``api.v3``). Error handlers:
+Routers: v2 at the root (``api.v2``), v3 under ``/v3`` (``api.v3``), the Schema Registry
+at the root (``api.schema_registry``; ``schema.registry.listeners`` serve it alone,
+``api.schema_registry.listener``). Error handlers:
 ``api.errors``. The hot routes (produce, records) are matched before FastAPI's router
 (``api.hot_routes``). Opt-in CORS, gzip and access log, outermost
 (``api.http_middleware``). Metrics: ``GET /metrics`` and a request-metrics middleware
@@ -73,7 +75,7 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(v2.router)
     app.include_router(v3.router)
     app.include_router(health.router)  # /healthz, /readyz
-    app.include_router(schema_registry.router, include_in_schema=False)  # docs/schema-registry.md
+    app.include_router(schema_registry.router)  # docs/schema-registry.md
     app.include_router(internal.router, include_in_schema=False)  # /internal/v1
     # innermost middleware: produce, records and follower fetches skip FastAPI's router
     # (api.hot_routes)
@@ -99,6 +101,6 @@ def create_app(broker: Broker) -> FastAPI:
     # outermost, each only when its property is on: gzip, CORS, access log (docs/http.md)
     install_http_middleware(app, getattr(broker, "config", None))
     install_docs(app, openapi_url="/openapi.json")
-    install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS, **health.OPENAPI_SCHEMAS},
-                    LINKS)
+    install_openapi(app, {**OPENAPI_SCHEMAS, **v3.OPENAPI_SCHEMAS, **health.OPENAPI_SCHEMAS,
+                          **schema_registry.OPENAPI_SCHEMAS}, [*LINKS, *schema_registry.LINKS])
     return app

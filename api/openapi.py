@@ -114,6 +114,8 @@ TAGS: list[dict[str, str]] = [
      "partition; franz: read a range without a consumer"},
     {"name": "Consumer (v2)", "description": "Consumer instances: subscribe or assign, "
      "seek, read, commit"},
+    {"name": "Schema Registry", "description": "Confluent Schema Registry: subjects, "
+     "versions, schemas by id, compatibility levels and checks, modes"},
     {"name": "Health", "description": "Liveness and readiness probes"},
     {"name": "Metrics", "description": "Prometheus metrics"},
 ]

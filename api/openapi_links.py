@@ -37,7 +37,7 @@ class Link:
     description: str = ""
 
 
-def _fan(source: str, status: int, parameters: dict[str, Any],
+def fan(source: str, status: int, parameters: dict[str, Any],
          targets: dict[str, str], description: str = "") -> list[Link]:
     """One link per ``targets`` entry (name -> ``"METHOD path"``), same parameters;
     a target takes only the parameters its path names."""
@@ -52,7 +52,7 @@ def _fan(source: str, status: int, parameters: dict[str, Any],
 # --- v2: a consumer instance ------------------------------------------------------------
 
 _INSTANCE_PARAMS = {"group": "$request.path.group", "instance": "$response.body#/instance_id"}
-_V2_INSTANCE = _fan(
+_V2_INSTANCE = fan(
     "POST /consumers/{group}",
     200,
     _INSTANCE_PARAMS,
@@ -76,7 +76,7 @@ _V2_INSTANCE = _fan(
 _V2_INSTANCE_AFTER = [
     link
     for source in (f"POST {_INSTANCE}/subscription", f"POST {_INSTANCE}/assignments")
-    for link in _fan(
+    for link in fan(
         source,
         204,
         {"group": "$request.path.group", "instance": "$request.path.instance"},
@@ -94,13 +94,13 @@ _V2_INSTANCE_AFTER = [
 # --- v2: topics and partitions ----------------------------------------------------------
 
 _V2_TOPIC = "/topics/{topic}/partitions/{partition}"
-_V2_TOPICS = _fan(
+_V2_TOPICS = fan(
     "GET /topics",
     200,
     {"topic": "$response.body#/0"},
     {"GetTopic": "GET /topics/{topic}", "GetPartitions": "GET /topics/{topic}/partitions"},
     "The first topic of the list.",
-) + _fan(
+) + fan(
     "POST /topics/{topic}",
     200,
     {
@@ -127,7 +127,7 @@ _V2_TOPICS = [
 # --- v3: the cluster --------------------------------------------------------------------
 
 _CLUSTER_ID = {"cluster_id": "$response.body#/data/0/cluster_id"}
-_V3_CLUSTER = _fan(
+_V3_CLUSTER = fan(
     "GET /v3/clusters",
     200,
     _CLUSTER_ID,
@@ -150,7 +150,7 @@ _V3_CLUSTER = _fan(
 _SAME_CLUSTER = {"cluster_id": "$request.path.cluster_id"}
 
 _BROKER_PARAMS = {**_SAME_CLUSTER, "broker_id": "$response.body#/data/0/broker_id"}
-_V3_BROKERS = _fan(
+_V3_BROKERS = fan(
     f"GET {V3}/brokers",
     200,
     _BROKER_PARAMS,
@@ -160,14 +160,14 @@ _V3_BROKERS = _fan(
         "ListPartitionReplicas": f"GET {V3}/brokers/{{broker_id}}/partition-replicas",
     },
     "The first broker of the list.",
-) + _fan(
+) + fan(
     f"GET {V3}/brokers/{{broker_id}}/configs",
     200,
     {**_SAME_CLUSTER, "broker_id": "$request.path.broker_id",
      "name": "$response.body#/data/0/name"},
     {"GetBrokerConfig": f"GET {V3}/brokers/{{broker_id}}/configs/{{name}}"},
     "The first config of the list.",
-) + _fan(
+) + fan(
     f"GET {V3}/broker-configs",
     200,
     {**_SAME_CLUSTER, "name": "$response.body#/data/0/name"},
@@ -196,7 +196,7 @@ _TOPIC_TARGETS = {
     "ProduceV2": "POST /topics/{topic}",
     "DeleteTopic": f"DELETE {_TOPIC}",
 }
-_V3_TOPICS = _fan(
+_V3_TOPICS = fan(
     f"POST {V3}/topics",
     201,
     {
@@ -208,7 +208,7 @@ _V3_TOPICS = _fan(
     },
     _TOPIC_TARGETS,
     "The topic just created (its partition 0, its `cleanup.policy`).",
-) + _fan(
+) + fan(
     f"GET {V3}/topics",
     200,
     {
@@ -219,7 +219,7 @@ _V3_TOPICS = _fan(
     },
     {k: v for k, v in _TOPIC_TARGETS.items() if k.startswith(("Get", "List", "Read"))},
     "The first topic of the list (its partition 0, its `cleanup.policy`).",
-) + _fan(
+) + fan(
     f"GET {_TOPIC}/configs",
     200,
     {**_SAME_CLUSTER, "topic_name": "$request.path.topic_name",
@@ -230,7 +230,7 @@ _V3_TOPICS = _fan(
         "ResetTopicConfig": f"DELETE {_TOPIC}/configs/{{name}}",
     },
     "The first config of the list.",
-) + _fan(
+) + fan(
     f"POST {_TOPIC}/records",
     200,
     {
@@ -244,7 +244,7 @@ _V3_TOPICS = _fan(
         "ReadRecords": f"GET {_PARTITION}/records",
     },
     "The partition the record went to.",
-) + _fan(
+) + fan(
     f"GET {_PARTITION}/replicas",
     200,
     {
@@ -259,7 +259,7 @@ _V3_TOPICS = _fan(
 
 # --- v3: users --------------------------------------------------------------------------
 
-_V3_USERS = _fan(
+_V3_USERS = fan(
     f"PUT {V3}/users/{{user_name}}",
     204,
     {**_SAME_CLUSTER, "user_name": "$request.path.user_name"},
@@ -270,7 +270,7 @@ _V3_USERS = _fan(
 # --- v3: consumer groups ----------------------------------------------------------------
 
 _GROUP_PARAMS = {**_SAME_CLUSTER, "consumer_group_id": "$response.body#/data/0/consumer_group_id"}
-_V3_GROUPS = _fan(
+_V3_GROUPS = fan(
     f"GET {V3}/consumer-groups",
     200,
     _GROUP_PARAMS,
@@ -284,7 +284,7 @@ _V3_GROUPS = _fan(
         "DeleteConsumerGroup": f"DELETE {_GROUP}",
     },
     "The first group of the list.",
-) + _fan(
+) + fan(
     f"GET {_GROUP}/consumers",
     200,
     {**_SAME_CLUSTER, "consumer_group_id": "$request.path.consumer_group_id",
@@ -294,7 +294,7 @@ _V3_GROUPS = _fan(
         "ListConsumerAssignments": f"GET {_CONSUMER}/assignments",
     },
     "The first consumer of the list.",
-) + _fan(
+) + fan(
     f"GET {_CONSUMER}/assignments",
     200,
     {
@@ -306,7 +306,7 @@ _V3_GROUPS = _fan(
     },
     {"GetConsumerAssignment": f"GET {_CONSUMER}/assignments/{{topic_name}}/partitions/{{partition_id}}"},
     "The first assigned partition.",
-) + _fan(
+) + fan(
     f"GET {_GROUP}/lags",
     200,
     {

@@ -8,6 +8,10 @@ brackets. The first listener is the one registered for other brokers and used in
 (the ``host``/``port`` properties, which ``--host``/``--port`` override:
 ``listeners_of``).
 
+``registry_listeners_of`` reads ``schema.registry.listeners`` the same way: listeners
+that serve the Schema Registry alone (Confluent's registry listens on 8081), none by
+default; a port may not be one of the main listeners'.
+
 ``bind_listener`` opens a listener's sockets (bound, not yet listening) before anything
 else happens at start, so a port in use is reported before the data directory is touched.
 
@@ -116,6 +120,17 @@ def listeners_of(config: BrokerConfig) -> list[Listener]:
         return parse_listeners(",".join(map(str, [first, *listeners[1:]])))
     except ValueError as exc:  # --host/--port made the first one clash with another
         raise ListenerConfigError(f"listeners (with host={host!r}, port={port}): {exc}") from None
+
+
+def registry_listeners_of(config: BrokerConfig, main: list[Listener]) -> list[Listener]:
+    """The ``schema.registry.listeners`` (none when empty); ListenerConfigError naming
+    the property for a bad entry or a port of ``main`` (the ``listeners_of``) again."""
+    try:
+        found = parse_listeners(str(config["schema.registry.listeners"] or ""))
+        parse_listeners(",".join(map(str, [*main, *found])))  # one listener per port
+    except ValueError as exc:
+        raise ListenerConfigError(f"schema.registry.listeners: {exc}") from None
+    return found
 
 
 def is_loopback(host: str) -> bool:

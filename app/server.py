@@ -1,7 +1,9 @@
 """Run one broker with its HTTP API in this process (uvicorn, uvloop when available).
 
 Every listener (``app.listeners``) is one uvicorn server over the same app and broker,
-https ones with the context of ``app.tls``. The listeners and TLS settings are checked,
+https ones with the context of ``app.tls``; a ``schema.registry.listeners`` one serves
+that app's Schema Registry routes and health probes only
+(``api.schema_registry.listener``). The listeners and TLS settings are checked,
 and the listeners' sockets bound, before the broker is built, so a bad setting or a port
 in use stops the start with a ``ListenerConfigError`` naming it before anything is
 written to the data directory. The servers answer from then on: health probes and a 503
@@ -29,6 +31,7 @@ import uvicorn
 
 from api.app import create_app
 from api.health import StartupGate
+from api.schema_registry.listener import registry_only
 from app.assembly import build_broker
 from app.http_protocol import BufferedTlsHttpProtocol, CoalescingHttpToolsProtocol, ConnectionLimits
 from app.listeners import (
@@ -37,6 +40,7 @@ from app.listeners import (
     bind_listener,
     check_exposure,
     listeners_of,
+    registry_listeners_of,
 )
 from app.process_limits import raise_open_files_limit
 from app.tls import server_context
@@ -85,24 +89,29 @@ async def serve(config: BrokerConfig) -> None:
     ``StartupGate`` (probes are answered while the logs load), then the API."""
     started = time.monotonic()
     listeners = listeners_of(config)
-    check_exposure(listeners, config)
-    tls = server_context(config) if any(lsn.is_tls for lsn in listeners) else None
+    registry = registry_listeners_of(config, listeners)
+    every = [*listeners, *registry]
+    check_exposure(every, config)
+    tls = server_context(config) if any(lsn.is_tls for lsn in every) else None
     open_files = raise_open_files_limit()
-    max_connections, idle_s = _connection_settings(config, len(listeners))
-    sockets = _bind_all(listeners)
+    max_connections, idle_s = _connection_settings(config, len(every))
+    sockets = _bind_all(every)
     fresh = _is_fresh(config.data_dir)
     gate = StartupGate(step="loading logs")
-    servers = [_Server(_uvicorn_config(gate, lsn, tls, max_connections=max_connections,
-                                       idle_s=idle_s)) for lsn in listeners]
+    apps: list[object] = [gate] * len(listeners)
+    apps += [registry_only(gate)] * len(registry)  # the registry alone
+    servers = [_Server(_uvicorn_config(app, lsn, tls, max_connections=max_connections,
+                                       idle_s=idle_s))
+               for app, lsn in zip(apps, every, strict=True)]
     tasks = [asyncio.get_running_loop().create_task(server.serve(sockets=socks))
              for server, socks in zip(servers, sockets, strict=True)]
     broker: Broker | None = None
     try:
         broker = await _start_broker(config, gate)
         gate.open(create_app(broker))
-        log.info("%s", _summary(broker, listeners, fresh=fresh, open_files=open_files,
-                                seconds=time.monotonic() - started))
-        await _serve_all(tasks, listeners)
+        log.info("%s", _summary(broker, listeners, registry, fresh=fresh,
+                                open_files=open_files, seconds=time.monotonic() - started))
+        await _serve_all(tasks, every)
     finally:
         if broker is not None:  # leadership moves away while followers can still fetch
             await broker.hand_off_leadership()
@@ -146,15 +155,17 @@ async def _start_broker(config: BrokerConfig, gate: StartupGate) -> Broker:
     return broker
 
 
-def _summary(broker: Broker, listeners: list[Listener], *, fresh: bool, open_files: int,
-             seconds: float) -> str:
+def _summary(broker: Broker, listeners: list[Listener], registry: list[Listener], *,
+             fresh: bool, open_files: int, seconds: float) -> str:
     """The one INFO line of a start."""
     partitions = broker.replica_manager.partitions
     internal = sum(1 for tp in partitions if is_internal_topic(tp.topic))
     where = f"{broker.config.data_dir}{' (new)' if fresh else ''}"
+    also = f", the Schema Registry alone on {', '.join(map(str, registry))}" if registry else ""
     return (f"franz broker {broker.broker_id} ready in {seconds:.2f} s: {len(partitions)} "
             f"partitions ({internal} internal) in {where}, cluster {broker.cluster_id}; "
-            f"listening on {', '.join(map(str, listeners))}; open-files limit {open_files}")
+            f"listening on {', '.join(map(str, listeners))}{also}; open-files limit "
+            f"{open_files}")
 
 
 #: descriptors kept out of the connections' reach: segments, indexes, checkpoints,

@@ -1,5 +1,6 @@
 """Schema Registry errors as HTTP: Confluent Schema Registry's status and ``error_code``
-for each domain error, in its own content type, and the route class that answers them.
+for each domain error, in its own content type (the route class, ``route``, answers
+them).
 
     SchemaRegistryError (core.broker.schemas.errors)   the table below
     RequestTimedOutError                                500 / 50002 operation timed out
@@ -15,12 +16,9 @@ Errors a route's ACL check raises (403) and those of the framework outside the r
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
 import orjson
-from fastapi import Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
 from starlette.responses import Response
 
 from api.errors import spec_for
@@ -108,21 +106,3 @@ def response_for(exc: Exception) -> Response | None:
         log.warning("schema registry call failed: %r", exc)
         return error_response(500, STORE_ERROR, f"Error in the backend data store: {exc.message}")
     return None
-
-
-class RegistryRoute(APIRoute):
-    """A route whose errors are answered in the Schema Registry's shape."""
-
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
-        handler = super().get_route_handler()
-
-        async def answer(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except Exception as exc:
-                response = response_for(exc)
-                if response is None:
-                    raise
-                return response
-
-        return answer

@@ -3,7 +3,8 @@
 The server machinery is the integration tests' (``FranzServer`` in
 tests/integration/conftest.py), loaded by path: conftest modules are not importable
 packages, and this broker is deliberately separate from the integration tests' shared
-``franz_server``, since the fuzzer fills it with odd topics, groups, users and ACLs.
+``franz_server``, since the fuzzer fills it with odd topics, groups, users, ACLs and
+schemas.
 
 Fixtures
 - ``fuzz_server`` (module): one standalone broker, ``num.partitions=3``, topic

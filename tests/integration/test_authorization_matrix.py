@@ -8,7 +8,9 @@
     granted          exactly the ALLOWs the operation needs  -> never 401/403
     admin            a super user                            -> never 401/403
 
-The health probes (``/healthz``, ``/readyz``) are public: 200 for every identity.
+The health probes (``/healthz``, ``/readyz``) are public: 200 for every identity. The
+Schema Registry's reads, registrations, lookups and checks need any authenticated
+principal; its deletes, levels and modes ALTER on the cluster (docs/schema-registry.md).
 
 ``REQUIRED`` below is this test's own statement of what Kafka would require for each
 operation (not read from the code), so a route whose rule is wrong or missing shows up
@@ -147,6 +149,36 @@ REQUIRED: dict[str, tuple[Any, ...]] = {
         ("GROUP", "READ"), ("TOPIC", "READ")),
     "DELETE /v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}": (("GROUP", "DELETE"),),
     "GET /metrics": (("CLUSTER", "DESCRIBE"),),
+    # the Schema Registry: reads and a serializer's calls open, changes ALTER the cluster
+    "GET /schemas/types": (OPEN,),
+    "GET /schemas": (OPEN,),
+    "GET /schemas/ids/{id}": (OPEN,),
+    "GET /schemas/ids/{id}/schema": (OPEN,),
+    "GET /schemas/ids/{id}/subjects": (OPEN,),
+    "GET /schemas/ids/{id}/versions": (OPEN,),
+    "GET /subjects": (OPEN,),
+    "GET /subjects/{subject}/versions": (OPEN,),
+    "POST /subjects/{subject}/versions": (OPEN,),
+    "GET /subjects/{subject}/versions/{version}": (OPEN,),
+    "GET /subjects/{subject}/versions/{version}/schema": (OPEN,),
+    "GET /subjects/{subject}/versions/{version}/referencedby": (OPEN,),
+    "DELETE /subjects/{subject}/versions/{version}": (("CLUSTER", "ALTER"),),
+    "POST /subjects/{subject}": (OPEN,),
+    "DELETE /subjects/{subject}": (("CLUSTER", "ALTER"),),
+    "GET /config": (OPEN,),
+    "PUT /config": (("CLUSTER", "ALTER"),),
+    "DELETE /config": (("CLUSTER", "ALTER"),),
+    "GET /config/{subject}": (OPEN,),
+    "PUT /config/{subject}": (("CLUSTER", "ALTER"),),
+    "DELETE /config/{subject}": (("CLUSTER", "ALTER"),),
+    "GET /mode": (OPEN,),
+    "PUT /mode": (("CLUSTER", "ALTER"),),
+    "DELETE /mode": (("CLUSTER", "ALTER"),),
+    "GET /mode/{subject}": (OPEN,),
+    "PUT /mode/{subject}": (("CLUSTER", "ALTER"),),
+    "DELETE /mode/{subject}": (("CLUSTER", "ALTER"),),
+    "POST /compatibility/subjects/{subject}/versions/{version}": (OPEN,),
+    "POST /compatibility/subjects/{subject}/versions": (OPEN,),
 }
 
 
@@ -155,6 +187,7 @@ class World:
     server: FranzServer
     admin: httpx.Client
     cluster_id: str
+    schema_id: int = 0  # SUBJECT's version 1
     instances: dict[str, str] = field(default_factory=dict)  # identity -> its instance
 
     def acls(self, principal: str, needs: list[tuple[str, str]], permission: str) -> list[Any]:
@@ -184,6 +217,33 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
+SUBJECT = f"{TOPIC}-value"  # the Schema Registry's fixture: version 1, its level and mode
+SR = "application/vnd.schemaregistry.v1+json"
+SCHEMA = {"schema": '{"type": "string"}'}
+
+
+def _sr(client: httpx.Client, method: str, path: str, body: Any) -> Any:
+    r = client.request(method, path, json=body, headers={"Content-Type": SR})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _subject(world: World, op: str) -> str:
+    """The subject of a Schema Registry operation: a fresh one with what the operation
+    removes (a version, a level, a mode), else SUBJECT."""
+    method, template = op.split(" ", 1)
+    if method != "DELETE" or "{subject}" not in template:
+        return SUBJECT
+    subject = unique(SUBJECT)
+    if template.startswith("/subjects/"):
+        _sr(world.admin, "POST", f"/subjects/{subject}/versions", SCHEMA)
+    else:  # /config/{subject}, /mode/{subject}
+        what = template.split("/")[1]
+        _sr(world.admin, "PUT", f"/{what}/{subject}",
+            {"config": {"compatibility": "BACKWARD"}, "mode": {"mode": "READWRITE"}}[what])
+    return subject
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     server = FranzServer(tmp_path_factory.mktemp("matrix") / "data", SECURED)
@@ -198,7 +258,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     r = admin.post(f"/v3/clusters/{cluster_id}/consumer-groups/{GROUP}/offsets:alter",
                    json={"data": [{"topic_name": TOPIC, "partition_id": 0, "offset": 1}]})
     assert r.status_code == 204, r.text
-    yield World(server, admin, cluster_id)
+    # a subject with a version, a subject-level compatibility and a subject-level mode
+    schema_id = _sr(admin, "POST", f"/subjects/{SUBJECT}/versions", SCHEMA)["id"]
+    _sr(admin, "PUT", f"/config/{SUBJECT}", {"compatibility": "BACKWARD"})
+    _sr(admin, "PUT", f"/mode/{SUBJECT}", {"mode": "READWRITE"})
+    yield World(server, admin, cluster_id, schema_id)
     admin.close()
     server.stop()
 
@@ -243,7 +307,10 @@ def _request(world: World, op: str, identity: str) -> Request:
     method, template = op.split(" ", 1)
     topic, group = TOPIC, GROUP
     values: dict[str, Any] = {"cluster_id": world.cluster_id, "partition": 0, "partition_id": 0,
-                              "broker_id": 0, "name": "retention.ms", "user_name": unique("u")}
+                              "broker_id": 0, "name": "retention.ms", "user_name": unique("u"),
+                              "id": world.schema_id, "version": 1}
+    if "{subject}" in template:
+        values["subject"] = _subject(world, op)
     kwargs: dict[str, Any] = {}
     if "{instance}" in template or "{consumer_id}" in template:
         group = unique(GROUP)
@@ -332,6 +399,14 @@ BODIES: dict[str, Callable[[str, str], dict[str, Any]]] = {
         _V3, {"entries": [{"id": "1", "value": {"type": "JSON", "data": 1}}]}),
     "POST /v3/clusters/{cluster_id}/consumer-groups/{consumer_group_id}/offsets:alter": _json(
         _V3, {"data": [{"topic_name": TOPIC, "partition_id": 0, "offset": 1}]}),
+    "POST /subjects/{subject}/versions": _json(SR, SCHEMA),
+    "POST /subjects/{subject}": _json(SR, SCHEMA),
+    "POST /compatibility/subjects/{subject}/versions/{version}": _json(SR, SCHEMA),
+    "POST /compatibility/subjects/{subject}/versions": _json(SR, SCHEMA),
+    "PUT /config": _json(SR, {"compatibility": "BACKWARD"}),
+    "PUT /config/{subject}": _json(SR, {"compatibility": "BACKWARD"}),
+    "PUT /mode": _json(SR, {"mode": "READWRITE"}),
+    "PUT /mode/{subject}": _json(SR, {"mode": "READWRITE"}),
 }
 
 #: Valid requests whose right answer is not a 2xx.

@@ -296,6 +296,26 @@ def test_content_types_and_accept(reg: Registry) -> None:
     assert (resp.status_code, resp.json()["error_code"]) == (415, 415)
 
 
+def test_a_subject_is_one_path_segment(reg: Registry) -> None:
+    """As in Confluent's registry: a ``/`` in a subject is sent as ``%2F``; a literal one
+    separates path segments, so no route takes more of the path for the subject."""
+    s = subject()
+    slashed = f"{s}/versions/1"
+    reg.register(slashed.replace("/", "%2F"), A1)
+    assert reg.call("GET", f"/subjects/{slashed.replace('/', '%2F')}/versions") == [1]
+    assert s + "/versions/1" in reg.call("GET", "/subjects")
+    percent = f"{s}%41"  # a literal %, sent as %25
+    reg.register(percent.replace("%", "%25"), A1)
+    assert percent in reg.call("GET", "/subjects")
+    resp = reg.http.get(f"/subjects/{slashed}/versions")  # no such path
+    assert resp.status_code == 404, resp.text
+    resp = reg.http.post(f"/subjects/{s}/versions/1", content=json.dumps({"schema": A1}),
+                         headers=HEADERS)  # not a lookup of subject "s/versions/1"
+    assert resp.status_code == 405 and resp.headers["allow"] == "DELETE, GET", resp.text
+    resp = reg.http.request("OPTIONS", f"/subjects/{s}/versions")
+    assert resp.status_code == 405 and resp.headers["allow"] == "GET, POST", resp.text
+
+
 # --- every error code -----------------------------------------------------------------------
 
 
@@ -345,6 +365,8 @@ HOSTILE: list[tuple[str, str, Any]] = [
     ("POST", "/subjects/x/versions", {"schema": "aGVsbG8=", "schemaType": "PROTOBUF"}),
     ("POST", "/subjects/x/versions", {"schema": "{" * 3000, "schemaType": "JSON"}),
     ("POST", "/subjects/x/versions", {"schema": json.dumps({"type": "string", "pattern": "(a+"}),
+                                      "schemaType": "JSON"}),
+    ("POST", "/subjects/x/versions", {"schema": json.dumps({"$schema": True}),
                                       "schemaType": "JSON"}),
     ("POST", "/subjects/x/versions", {"schema": A1, "references": [{"name": 1}]}),
     ("POST", "/subjects/x/versions", {"schema": A1, "references": [None]}),

@@ -101,6 +101,7 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("leader.imbalance.per.broker.percentage", int, 10, "share of a broker's preferred partitions led elsewhere that triggers a rebalance"),
     # --- security (docs/security.md) ---
     _p("listeners", str, "", "comma-separated http://HOST:PORT and https://HOST:PORT listeners; empty: http://host:port; the first is the one other brokers call"),
+    _p("schema.registry.listeners", str, "", "comma-separated http://HOST:PORT and https://HOST:PORT listeners that serve the Schema Registry alone (and the health probes), e.g. http://127.0.0.1:8081; empty: none (the registry is served on the listeners)"),
     _p("ssl.keystore.type", str, "PEM", "format of ssl.keystore.location (PEM only)"),
     _p("ssl.keystore.location", str, "", "PEM file with this broker's certificate chain and private key (https listeners; its client certificate to other brokers)"),
     _p("ssl.key.password", str, "", "password of the private key in ssl.keystore.location, if encrypted", sensitive=True),

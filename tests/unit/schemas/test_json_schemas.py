@@ -66,6 +66,8 @@ CASES: list[tuple[str, Any, Any, tuple[bool, bool]]] = [
     ("enum value added", {"enum": ["a", "b"]}, {"enum": ["a", "b", "c"]}, (True, False)),
     ("enum value removed", {"enum": ["a", "b"]}, {"enum": ["a"]}, (False, True)),
     ("const changed", {"const": 1}, {"const": 2}, (False, False)),
+    ("a type where the writer had only values", {"enum": ["a", 1]}, INT, (False, False)),
+    ("a type every written value has", {"enum": [1, 2.0]}, INT, (True, False)),
     ("maxLength decreased", {**STR, "maxLength": 10}, {**STR, "maxLength": 5}, (False, True)),
     ("minLength added", STR, {**STR, "minLength": 1}, (False, True)),
     ("minimum increased", {**INT, "minimum": 0}, {**INT, "minimum": 5}, (False, True)),
@@ -103,6 +105,145 @@ CASES: list[tuple[str, Any, Any, tuple[bool, bool]]] = [
                          ids=[c[0] for c in CASES])
 def test_compatibility(old: Any, new: Any, expected: tuple[bool, bool]) -> None:
     assert directions(old, new) == expected
+
+
+# --- patternProperties, dependencies, if/then/else ------------------------------------------
+
+_X = {"^x-": STR}  # extension properties: x-... are strings
+_DRAFT_2020 = {"$schema": "https://json-schema.org/draft/2020-12/schema"}
+
+PATTERN_CASES: list[tuple[str, Any, Any, tuple[bool, bool]]] = [
+    ("same patternProperties", obj({"a": STR}, patternProperties=_X),
+     obj({"a": STR}, patternProperties=_X), (True, True)),
+    ("a pattern's schema widened", obj({}, patternProperties={"^x-": INT}, closed=True),
+     obj({}, patternProperties={"^x-": NUM}, closed=True), (True, False)),
+    ("a pattern added to an open content model", obj({"a": STR}),
+     obj({"a": STR}, patternProperties=_X), (False, True)),
+    ("a pattern that accepts anything added to an open content model", obj({"a": STR}),
+     obj({"a": STR}, patternProperties={"^x-": {}}), (True, True)),
+    ("a pattern added to a closed content model", obj({"a": STR}, closed=True),
+     obj({"a": STR}, patternProperties=_X, closed=True), (True, False)),
+    ("a property removed: covered by a reader pattern",
+     obj({"a": STR, "x-id": STR}, closed=True), obj({"a": STR}, patternProperties=_X,
+                                                    closed=True), (True, False)),
+    ("a property removed: not covered by the reader's pattern",
+     obj({"a": STR, "x-id": INT}, closed=True), obj({"a": STR}, patternProperties=_X,
+                                                    closed=True), (False, False)),
+    ("a property added: covered by the writer's pattern",
+     obj({"a": STR}, patternProperties=_X, closed=True),
+     obj({"a": STR, "x-id": STR}, patternProperties=_X, closed=True), (True, True)),
+    ("a property added: narrower than the writer's pattern",
+     obj({"a": STR}, patternProperties={"^x-": {}}, closed=True),
+     obj({"a": STR, "x-id": INT}, patternProperties={"^x-": {}}, closed=True), (False, True)),
+    ("a new pattern constrains an existing property", obj({"x-id": {}}),
+     obj({"x-id": {}}, patternProperties=_X), (False, True)),
+    ("a new pattern in a closed content model allows more names",
+     obj({"x-id": STR}, closed=True), obj({"x-id": STR}, patternProperties=_X, closed=True),
+     (True, False)),
+    ("a pattern RE2 cannot run matches no name",
+     obj({"a": STR, "x-id": STR}, closed=True),
+     obj({"a": STR}, patternProperties={"^(?=x)x-": STR}, closed=True), (False, False)),
+    ("dependencies: a property array added", obj({"a": STR, "b": STR}),
+     obj({"a": STR, "b": STR}, dependencies={"a": ["b"]}), (False, True)),
+    ("dependencies: an array narrowed",
+     obj({"a": STR, "b": STR, "c": STR}, dependencies={"a": ["b", "c"]}),
+     obj({"a": STR, "b": STR, "c": STR}, dependencies={"a": ["b"]}), (True, False)),
+    ("dependencies: an array changed",
+     obj({"a": STR, "b": STR, "c": STR}, dependencies={"a": ["b"]}),
+     obj({"a": STR, "b": STR, "c": STR}, dependencies={"a": ["c"]}), (False, False)),
+    ("dependencies: a name the writer always required",
+     obj({"a": STR, "b": STR}, required=["b"]),
+     obj({"a": STR, "b": STR}, required=["b"], dependencies={"a": ["b"]}), (True, True)),
+    ("dependentRequired added (2020-12)", {**_DRAFT_2020, **obj({"a": STR, "b": STR})},
+     {**_DRAFT_2020, **obj({"a": STR, "b": STR}, dependentRequired={"a": ["b"]})},
+     (False, True)),
+    ("dependencies: a schema added", obj({"a": STR, "b": NUM}),
+     obj({"a": STR, "b": NUM}, dependencies={"a": obj({"b": INT})}), (False, True)),
+    ("dependencies: a schema the writer's already implies", obj({"a": STR, "b": INT}),
+     obj({"a": STR, "b": INT}, dependencies={"a": obj({"b": NUM})}), (True, True)),
+    ("dependentSchemas widened (2020-12)",
+     {**_DRAFT_2020, **obj({"a": STR}, dependentSchemas={"a": obj({"b": INT})})},
+     {**_DRAFT_2020, **obj({"a": STR}, dependentSchemas={"a": obj({"b": NUM})})},
+     (True, False)),
+    ("if/then added", obj({"kind": STR, "n": NUM}),
+     obj({"kind": STR, "n": NUM}, **{"if": obj({"kind": {"const": "int"}}), "then": obj({"n": INT})}),
+     (False, True)),
+    ("if/then added: the writer's schema already gives it", obj({"kind": STR, "n": INT}),
+     obj({"kind": STR, "n": INT}, **{"if": obj({"kind": {"const": "int"}}), "then": obj({"n": NUM})}),
+     (True, True)),
+    ("the same if: then widened",
+     obj({"n": NUM}, **{"if": obj({"k": {"const": 1}}), "then": obj({"n": INT})}),
+     obj({"n": NUM}, **{"if": obj({"k": {"const": 1}}), "then": obj({"n": NUM})}),
+     (True, False)),
+    ("the same if: else added",
+     obj({"n": NUM}, **{"if": obj({"k": {"const": 1}}), "then": obj({"n": INT})}),
+     obj({"n": NUM}, **{"if": obj({"k": {"const": 1}}), "then": obj({"n": INT}),
+                        "else": {"required": ["n"]}}), (False, True)),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [c[1:] for c in PATTERN_CASES],
+                         ids=[c[0] for c in PATTERN_CASES])
+def test_patterns_dependencies_and_conditions(old: Any, new: Any,
+                                              expected: tuple[bool, bool]) -> None:
+    assert directions(old, new) == expected
+
+
+def _kinds(old: Any, new: Any) -> set[tuple[str, str]]:
+    """What makes ``new`` unable to read ``old`` (BACKWARD), as (kind, path)."""
+    return {(i.kind, i.path) for i in check(js(new), js(old))}
+
+
+def test_pattern_incompatibilities_are_confluents() -> None:
+    assert _kinds(obj({"a": STR}), obj({"a": STR}, patternProperties=_X)) == {
+        ("PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", "#/patternProperties/^x-")}
+    assert _kinds(obj({"a": STR, "x-id": INT}, closed=True),
+                  obj({"a": STR}, patternProperties=_X, closed=True)) == {
+        ("PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "#/properties/x-id")}
+    assert _kinds(obj({}, patternProperties=_X),
+                  obj({}, patternProperties={"^y-": STR}, closed=True)) >= {
+        ("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", "#/patternProperties/^x-")}
+    assert ("PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "#/properties/x-id") in \
+        _kinds(obj({"a": STR}, patternProperties={"^x-": {}}, closed=True),
+               obj({"a": STR, "x-id": INT}, patternProperties={"^x-": {}}, closed=True))
+    assert _kinds(obj({"x-id": {}}), obj({"x-id": {}}, patternProperties=_X)) == {
+        ("PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", "#/patternProperties/^x-"),
+        ("PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", "#/properties/x-id")}
+
+
+def test_dependency_incompatibilities_are_confluents() -> None:
+    props = {"a": STR, "b": STR, "c": STR}
+    assert _kinds(obj(props), obj(props, dependencies={"a": ["b"]})) == {
+        ("DEPENDENCY_ARRAY_ADDED", "#/dependencies/a")}
+    assert _kinds(obj(props, dependencies={"a": ["b"]}),
+                  obj(props, dependencies={"a": ["b", "c"]})) == {
+        ("DEPENDENCY_ARRAY_EXTENDED", "#/dependencies/a")}
+    assert _kinds(obj(props, dependencies={"a": ["b"]}),
+                  obj(props, dependencies={"a": ["c"]})) == {
+        ("DEPENDENCY_ARRAY_CHANGED", "#/dependencies/a")}
+    assert _kinds(obj(props), obj(props, dependencies={"a": {"required": ["c"]}})) == {
+        ("DEPENDENCY_SCHEMA_ADDED", "#/dependencies/a")}
+    assert _kinds(obj(props, dependencies={"a": obj({"b": NUM})}),
+                  obj(props, dependencies={"a": obj({"b": INT})})) == {
+        ("TYPE_NARROWED", "#/dependencies/a/properties/b/type")}
+
+
+def test_conditional_incompatibilities() -> None:
+    old = obj({"kind": STR, "n": NUM})
+    new = obj({"kind": STR, "n": NUM},
+              **{"if": obj({"kind": {"const": "int"}}), "then": obj({"n": INT})})
+    assert _kinds(old, new) == {("PRODUCT_TYPE_EXTENDED", "#/then")}
+    narrowed = obj({"n": NUM}, **{"if": obj({"k": {"const": 1}}), "then": obj({"n": NUM})})
+    narrower = obj({"n": NUM}, **{"if": obj({"k": {"const": 1}}), "then": obj({"n": INT})})
+    assert _kinds(narrowed, narrower) == {("TYPE_NARROWED", "#/then/properties/n/type")}
+
+
+def test_a_catastrophic_pattern_runs_in_linear_time() -> None:
+    evil = {"^(a+)+$": STR}
+    name = "a" * 5000 + "!"
+    old = js(obj({name: INT}, closed=True))
+    new = js(obj({}, patternProperties=evil, closed=True))
+    assert [i.kind for i in check(new, old)] == ["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"]
 
 
 def test_incompatibilities_name_the_rule_and_the_place() -> None:
@@ -152,6 +293,7 @@ BAD = [
     ("an invalid draft 2020-12 keyword value",
      '{"$schema": "https://json-schema.org/draft/2020-12/schema", "prefixItems": 5}'),
     ("too deep", '{"items":' * 70 + "{}" + "}" * 70),
+    ("a $schema that is not a string", '{"$schema": true}'),
 ]
 
 

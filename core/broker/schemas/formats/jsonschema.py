@@ -15,12 +15,27 @@ valid against the writer is valid against the reader. The rules (Confluent's nam
 - numbers: ``minimum``, ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum`` no
   tighter than the writer's, ``multipleOf`` dividing the writer's;
 - strings: ``minLength`` / ``maxLength`` no tighter, ``pattern`` unchanged;
-- objects: a writer property the reader lacks is read by the reader's
-  ``additionalProperties`` (removed from a closed content model: incompatible); a
-  reader property the writer lacks must accept what the writer's
-  ``additionalProperties`` allowed (a property added to an open content model is
-  incompatible unless it accepts anything); no newly required property; no closed
-  ``additionalProperties`` where the writer's were open; ``min/maxProperties``;
+- objects: each property name is read with the reader's schemas for it (its
+  ``properties`` entry and every ``patternProperties`` entry whose pattern matches it,
+  else its ``additionalProperties``), and each must read what the writer's schemas for
+  the name allowed: a property removed from a closed content model, or one the reader's
+  patterns or ``additionalProperties`` schema do not read, is incompatible; a property
+  added to an open content model is incompatible unless it accepts anything; no newly
+  required property; no closed ``additionalProperties`` where the writer's were open;
+  ``min/maxProperties``. ``patternProperties`` are compared by their pattern: the same
+  pattern's schemas as a property's, a writer pattern the reader dropped as a property
+  the reader lacks, a reader pattern the writer lacked as a property the reader added
+  (two different patterns are taken not to overlap). Patterns run on RE2 (linear time);
+  one RE2 cannot run (lookaround, backreference) matches no name;
+- dependencies (``dependencies``, ``dependentRequired``, ``dependentSchemas``): a
+  property the reader makes depend on others the writer did not require with it is
+  DEPENDENCY_ARRAY_ADDED / _EXTENDED / _CHANGED; a dependent schema the writer's
+  documents may fail, DEPENDENCY_SCHEMA_ADDED (or what its comparison with the writer's
+  finds); dependencies the reader dropped or narrowed are compatible;
+- ``if`` / ``then`` / ``else``: each of the reader's branches must read the writer's
+  documents: the writer's same branch when its ``if`` is the same, else the writer's
+  schema; one that does not is PRODUCT_TYPE_EXTENDED (the reader's conditions add to
+  what a document must be) or what the comparison of the branches finds;
 - arrays: ``items`` (a schema, or per position), ``additionalItems`` / ``prefixItems``,
   ``min/maxItems``, no new ``uniqueItems``;
 - ``allOf`` / ``anyOf`` / ``oneOf``: each writer alternative read by the reader, a
@@ -28,16 +43,17 @@ valid against the writer is valid against the reader. The rules (Confluent's nam
   a reader ``not`` the writer does not have is incompatible;
 - ``$ref``: local JSON pointers and the referenced schemas, followed (cycles once).
 
-Not covered: ``patternProperties``, ``dependencies`` / ``dependentSchemas``,
-``if/then/else``, ``propertyNames``, ``contains`` (they do not make anything
-incompatible here).
+Not covered: ``propertyNames``, ``contains``, ``unevaluatedProperties`` (they do not make
+anything incompatible here).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
 
@@ -47,6 +63,11 @@ from jsonschema import validators
 from core.broker.schemas.errors import InvalidSchemaError
 from core.broker.schemas.formats.base import Incompatibility, ParsedSchema, dump_json, load_json
 from core.broker.schemas.model import JSON, Reference
+
+try:  # linear-time matching of patternProperties (a google-re2 wheel is a dependency)
+    import re2 as _re2  # type: ignore[import-untyped, import-not-found, unused-ignore]
+except ImportError:  # pragma: no cover - an install without the wheel: Python's re
+    _re2 = None
 
 _ANY: dict[str, Any] = {}
 
@@ -65,6 +86,9 @@ def parse(text: str, references: Mapping[str, ParsedSchema], refs: tuple[Referen
     doc = load_json(text, JSON)
     if not isinstance(doc, (dict, bool)):
         raise InvalidSchemaError("Invalid JSON schema: a JSON schema is an object or a boolean")
+    if isinstance(doc, dict) and not isinstance(doc.get("$schema", ""), str):
+        # jsonschema looks the metaschema up by it and fails on anything but a string
+        raise InvalidSchemaError("Invalid JSON schema at '/$schema': not a string")
     try:
         cls = validators.validator_for(doc, default=validators.Draft7Validator)
         cls.check_schema(doc)
@@ -127,6 +151,85 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+def _written_values(schema: dict[str, Any]) -> list[Any] | None:
+    """The values a schema allows by ``const`` or ``enum``; None: not only those."""
+    if "const" in schema:
+        return [schema["const"]]
+    if isinstance(schema.get("enum"), list):
+        return list(schema["enum"])
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _typed(value: Any, types: set[str]) -> bool:
+    """Whether ``value`` is of one of ``types`` (an integer is a number too)."""
+    kind = _json_type(value)
+    return kind in types or (kind == "integer" and "number" in types)
+
+
+def _keyword(schema: dict[str, Any], word: str) -> dict[str, Any]:
+    """An object-valued keyword (``properties``, ``patternProperties``...), {} if not."""
+    value = schema.get(word)
+    return value if isinstance(value, dict) else {}
+
+
+def _required(schema: dict[str, Any]) -> set[str]:
+    value = schema.get("required")
+    return {n for n in value if isinstance(n, str)} if isinstance(value, list) else set()
+
+
+@lru_cache(maxsize=512)
+def _matcher(pattern: str) -> Callable[[str], Any] | None:
+    """``pattern``'s search function; None when it cannot run here (RE2 takes no
+    lookaround or backreference)."""
+    try:
+        if _re2 is not None:
+            options = _re2.Options()
+            options.log_errors = False
+            return _re2.compile(pattern, options).search  # type: ignore[no-any-return]
+        return re.compile(pattern).search
+    except Exception:  # noqa: BLE001  (re.error, re2's error: not a pattern to run)
+        return None
+
+
+def _matching(patterns: dict[str, Any], name: str) -> list[Any]:
+    """The schemas of the ``patternProperties`` whose pattern matches ``name``."""
+    out = []
+    for pattern, schema in patterns.items():
+        search = _matcher(pattern)
+        if search is not None and search(name):
+            out.append(schema)
+    return out
+
+
+def _dependency_maps(schema: dict[str, Any]) -> tuple[dict[str, set[str]], dict[str, Any]]:
+    """(property -> the properties it requires, property -> the schema it applies), from
+    draft 4-7's ``dependencies`` and 2019-09's ``dependentRequired`` /
+    ``dependentSchemas``."""
+    arrays: dict[str, set[str]] = {}
+    schemas: dict[str, Any] = {}
+    for word in ("dependencies", "dependentRequired", "dependentSchemas"):
+        for name, dep in _keyword(schema, word).items():
+            if isinstance(dep, list) and word != "dependentSchemas":
+                arrays.setdefault(name, set()).update(d for d in dep if isinstance(d, str))
+            elif isinstance(dep, (dict, bool)) and word != "dependentRequired":
+                schemas[name] = {"allOf": [schemas[name], dep]} if name in schemas else dep
+    return arrays, schemas
 
 
 class _Subset:
@@ -249,14 +352,20 @@ class _Subset:
         self._strings(r, w, path)
         self._objects(r, w, path)
         self._arrays(r, w, path)
+        self._conditional(r, w, path)
 
     def _types(self, r: dict[str, Any], w: dict[str, Any], path: str) -> None:
         rt, wt = _types(r), _types(w)
         if rt is None:
             return
         if wt is None:
-            if "enum" in w or "const" in w:
-                return  # the values decide (_values)
+            values = _written_values(w)
+            if values is not None:  # the writer's values have the types: each read?
+                lost = sorted({_json_type(v) for v in values if not _typed(v, rt)})
+                if lost:
+                    self.add("TYPE_NARROWED", f"{path}/type", f"the reader accepts only "
+                             f"{sorted(rt)}, the writer's values are also {lost}")
+                return
             self.add("TYPE_NARROWED", f"{path}/type",
                      f"the reader accepts only {sorted(rt)}, the writer any type")
             return
@@ -268,12 +377,7 @@ class _Subset:
                                      f"{sorted(lost)}")
 
     def _values(self, r: dict[str, Any], w: dict[str, Any], path: str) -> None:
-        if "const" in w:
-            written: list[Any] | None = [w["const"]]
-        elif isinstance(w.get("enum"), list):
-            written = w["enum"]
-        else:
-            written = None
+        written = _written_values(w)
         if "const" in r:
             allowed: list[Any] | None = [r["const"]]
         elif isinstance(r.get("enum"), list):
@@ -323,38 +427,14 @@ class _Subset:
                                         f"the writer's {w.get('pattern')!r}")
 
     def _objects(self, r: dict[str, Any], w: dict[str, Any], path: str) -> None:
-        sub = self.check
-        rp = r.get("properties") if isinstance(r.get("properties"), dict) else {}
-        wp = w.get("properties") if isinstance(w.get("properties"), dict) else {}
+        rp, wp = _keyword(r, "properties"), _keyword(w, "properties")
         r_extra = r.get("additionalProperties", True)
         w_extra = w.get("additionalProperties", True)
-        for name, ws in wp.items():
-            where = f"{path}/properties/{name}"
-            if name in rp:
-                sub(rp[name], ws, where)
-            elif r_extra is False:
-                self.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", where,
-                         f"the writer's property '{name}' is not allowed by the reader")
-            elif isinstance(r_extra, dict) and not self.compatible(r_extra, ws, where):
-                self.add("PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
-                         where, f"the writer's property '{name}' is not read by the reader's "
-                                "additionalProperties")
-        for name, rs in rp.items():
-            if name in wp or w_extra is False:
-                continue
-            where = f"{path}/properties/{name}"
-            if w_extra is True or not isinstance(w_extra, dict):
-                if not _accepts_all(rs):
-                    self.add("PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", where,
-                             f"the reader's property '{name}' constrains what the writer's "
-                             "open content model may have written under that name")
-            elif not self.compatible(rs, w_extra, where):
-                self.add("PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where,
-                         f"the reader's property '{name}' does not read the writer's "
-                         "additionalProperties")
-        r_req = set(r.get("required") or ()) if isinstance(r.get("required"), list) else set()
-        w_req = set(w.get("required") or ()) if isinstance(w.get("required"), list) else set()
-        for name in sorted(r_req - w_req):
+        for name in dict.fromkeys([*wp, *rp]):
+            self._property(name, r, w, f"{path}/properties/{name}")
+        self._patterns(r, w, path)
+        w_req = _required(w)
+        for name in sorted(_required(r) - w_req):
             self.add("REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"
                      if w_extra is not True else "REQUIRED_ATTRIBUTE_ADDED",
                      f"{path}/required", f"the reader requires '{name}', the writer did not")
@@ -362,10 +442,150 @@ class _Subset:
             self.add("ADDITIONAL_PROPERTIES_REMOVED", f"{path}/additionalProperties",
                      "the reader allows no additional properties, the writer did")
         elif isinstance(r_extra, dict) and w_extra is not False:
-            sub(r_extra, w_extra if isinstance(w_extra, dict) else _ANY,
-                f"{path}/additionalProperties")
+            self.check(r_extra, w_extra if isinstance(w_extra, dict) else _ANY,
+                       f"{path}/additionalProperties")
         self._bound(r, w, "maxProperties", path, upper=True, kind="MAX_PROPERTIES")
         self._bound(r, w, "minProperties", path, upper=False, kind="MIN_PROPERTIES")
+        self._dependencies(r, w, path)
+
+    def _property(self, name: str, r: dict[str, Any], w: dict[str, Any], where: str) -> None:
+        """The reader's schemas for property ``name`` against the writer's: its
+        ``properties`` entry, the ``patternProperties`` matching it, else the
+        ``additionalProperties`` (Confluent's content models: open, closed, partially
+        open)."""
+        rp, wp = _keyword(r, "properties"), _keyword(w, "properties")
+        r_extra = r.get("additionalProperties", True)
+        w_extra = w.get("additionalProperties", True)
+        r_match = _matching(_keyword(r, "patternProperties"), name)
+        w_match = _matching(_keyword(w, "patternProperties"), name)
+        if name in wp:
+            written = [wp[name], *w_match]
+        elif w_match:
+            written = w_match
+        elif w_extra is False:
+            return  # the writer never wrote it
+        else:
+            written = [w_extra if isinstance(w_extra, dict) else _ANY]
+        open_writer = name not in wp and not w_match and not isinstance(w_extra, dict)
+
+        def reads(schema: Any) -> bool:
+            return _accepts_all(schema) or any(self.compatible(schema, ws, where)
+                                               for ws in written)
+
+        if name in rp:
+            if name in wp:
+                self.check(rp[name], wp[name], where)
+            elif open_writer:
+                if not _accepts_all(rp[name]):
+                    self.add("PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", where,
+                             f"the reader's property '{name}' constrains what the writer's "
+                             "open content model may have written under that name")
+            elif not reads(rp[name]):
+                self.add("PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where,
+                         f"the reader's property '{name}' does not read what the writer's "
+                         "patternProperties or additionalProperties allowed")
+            if not all(reads(schema) for schema in r_match):
+                self.add("PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where,
+                         f"a reader patternProperties schema matching '{name}' does not read "
+                         "the writer's property")
+            return
+        if r_match:
+            if not all(reads(schema) for schema in r_match):
+                self.add("PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where,
+                         f"the writer's property '{name}' is not read by the reader's "
+                         "patternProperties")
+        elif r_extra is False:
+            if wp.get(name) is not False:  # a property the writer forbade may go
+                self.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", where,
+                         f"the writer's property '{name}' is not allowed by the reader")
+        elif isinstance(r_extra, dict) and not reads(r_extra):
+            self.add("PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where,
+                     f"the writer's property '{name}' is not read by the reader's "
+                     "additionalProperties")
+
+    def _patterns(self, r: dict[str, Any], w: dict[str, Any], path: str) -> None:
+        """``patternProperties`` by their pattern: the same one's schemas compared, a
+        writer pattern the reader dropped read by its ``additionalProperties``, a reader
+        pattern the writer lacked reading the writer's ``additionalProperties``."""
+        rpp, wpp = _keyword(r, "patternProperties"), _keyword(w, "patternProperties")
+        r_extra = r.get("additionalProperties", True)
+        w_extra = w.get("additionalProperties", True)
+        for pattern, ws in wpp.items():
+            where = f"{path}/patternProperties/{pattern}"
+            if pattern in rpp:
+                self.check(rpp[pattern], ws, where)
+            elif ws is False:
+                continue
+            elif r_extra is False:
+                self.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", where,
+                         f"properties matching '{pattern}' are not allowed by the reader")
+            elif isinstance(r_extra, dict) and not self.compatible(r_extra, ws, where):
+                self.add("PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where,
+                         f"properties matching '{pattern}' are not read by the reader's "
+                         "additionalProperties")
+        for pattern, rs in rpp.items():
+            if pattern in wpp or w_extra is False or _accepts_all(rs):
+                continue
+            where = f"{path}/patternProperties/{pattern}"
+            if not isinstance(w_extra, dict):
+                self.add("PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", where,
+                         f"the reader's properties matching '{pattern}' constrain what the "
+                         "writer's open content model may have written")
+            elif not self.compatible(rs, w_extra, where):
+                self.add("PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where,
+                         f"the reader's properties matching '{pattern}' do not read the "
+                         "writer's additionalProperties")
+
+    def _dependencies(self, r: dict[str, Any], w: dict[str, Any], path: str) -> None:
+        r_arrays, r_schemas = _dependency_maps(r)
+        if not r_arrays and not r_schemas:
+            return
+        w_arrays, w_schemas = _dependency_maps(w)
+        always = _required(w)
+        for name, needs in r_arrays.items():
+            had = w_arrays.get(name)
+            missing = needs - (had or set()) - always
+            if not missing:
+                continue
+            kind = ("DEPENDENCY_ARRAY_ADDED" if had is None else
+                    "DEPENDENCY_ARRAY_EXTENDED" if needs >= had else "DEPENDENCY_ARRAY_CHANGED")
+            self.add(kind, f"{path}/dependencies/{name}",
+                     f"with '{name}' the reader requires {sorted(missing)}, the writer did not")
+        for name, rs in r_schemas.items():
+            where = f"{path}/dependencies/{name}"
+            ws = w_schemas.get(name)
+            if _accepts_all(rs) or (ws is not None and self.compatible(rs, ws, where)):
+                continue
+            if self.compatible(rs, w, where):
+                continue  # the writer's schema itself gives what the reader's adds
+            if ws is None:
+                self.add("DEPENDENCY_SCHEMA_ADDED", where,
+                         f"with '{name}' the reader applies a schema the writer did not")
+            else:
+                self.check(rs, ws, where)
+
+    def _conditional(self, r: dict[str, Any], w: dict[str, Any], path: str) -> None:
+        """The reader's ``if`` / ``then`` / ``else``: each branch reads the writer's
+        documents (those of the writer's same branch when its ``if`` is the same)."""
+        if "if" not in r:
+            return
+        same = "if" in w and w["if"] == r["if"]
+        base = {k: v for k, v in w.items() if k not in ("if", "then", "else")}
+        for word in ("then", "else"):
+            rb = r.get(word, True)
+            if _accepts_all(rb):
+                continue
+            where = f"{path}/{word}"
+            wb = w.get(word, True) if same else None
+            if wb is not None and self.compatible(rb, wb, where):
+                continue
+            if self.compatible(rb, base, where):
+                continue  # every writer document, in that branch or not, is read
+            if wb is not None and not _accepts_all(wb):
+                self.check(rb, wb, where)
+            else:
+                self.add("PRODUCT_TYPE_EXTENDED", where,
+                         f"the reader's '{word}' constrains documents the writer did not")
 
     def _arrays(self, r: dict[str, Any], w: dict[str, Any], path: str) -> None:
         sub = self.check
