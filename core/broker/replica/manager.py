@@ -34,7 +34,6 @@ from core.broker.errors import (
     UnknownTopicOrPartitionError,
 )
 from core.broker.metadata.store import BadVersionError, PartitionState
-from core.broker.replica.append_coalescer import AppendCoalescer
 from core.broker.replica.delayed import DataWatch, wait_on
 from core.broker.replica.epoch_writer import EpochCheckpointWriter
 from core.broker.replica.fetch_wire import ReplicaFetchRequest, ReplicaFetchResult
@@ -109,7 +108,6 @@ class ReplicaManager:
         self._shrink_task: asyncio.Task[None] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
         self._flushing: dict[TopicPartition, asyncio.Future[None]] = {}  # group commit
-        self._coalescer = AppendCoalescer(self._append_now)  # requests' appends, together
         # ISR changes written by this broker as leader (Kafka's IsrShrinksPerSec /
         # IsrExpandsPerSec; api.metrics exports them as counters).
         self.isr_shrinks = 0
@@ -124,7 +122,6 @@ class ReplicaManager:
             self._shrink_task = asyncio.get_running_loop().create_task(self._shrink_loop())
 
     async def stop(self) -> None:
-        self._coalescer.flush()  # batches handed over in this loop iteration are written
         task, self._shrink_task = self._shrink_task, None
         if task is not None:
             task.cancel()
@@ -267,22 +264,22 @@ class ReplicaManager:
         self, items: Sequence[tuple[TopicPartition, bytearray]], *, acks: int, timeout_ms: int
     ) -> list[AppendInfo | FranzError]:
         """``append`` of several partitions led here (one produce request's batches),
-        written at the end of this event-loop iteration together with the other
-        requests' batches for the same partitions (``AppendCoalescer``); only the
+        written one after the other without an event-loop step between them; only the
         appends that must wait (a ``flush.messages`` fsync, acks=all) wait, together.
         One result per item, an AppendInfo or the error of that partition alone."""
-        submitted = [self._coalescer.submit(tp, data, acks) for tp, data in items]
         out: list[AppendInfo | FranzError] = []
         waits: list[tuple[int, Awaitable[AppendInfo]]] = []
-        for (tp, _data), future in zip(items, submitted, strict=True):
+        readers = 0
+        for tp, data in items:
             try:
-                info = await future
+                p = self.leader_partition(tp)
+                readers += len(p.data_waiters) + len(p.leo_waiters)
+                info = p.append_as_leader(data, required_acks=acks, flush_inline=False)
             except FranzError as exc:
                 out.append(exc)
                 continue
             out.append(info)
-            p = self.partitions.get(tp)
-            if p is not None and not self._append_settled(p, info, acks):
+            if not self._append_settled(p, info, acks):
                 waits.append((len(out) - 1, self._complete_append(
                     p, info, acks=acks, timeout_ms=timeout_ms)))
         if waits:
@@ -291,12 +288,9 @@ class ReplicaManager:
                 if isinstance(result, BaseException) and not isinstance(result, FranzError):
                     raise result
                 out[i] = result
+        elif readers:
+            await asyncio.sleep(0)  # as in ``append``: woken readers answer first
         return out
-
-    def _append_now(self, tp: TopicPartition, data: bytearray, acks: int) -> AppendInfo:
-        """One partition's append, synchronously (the coalescer's)."""
-        return self.leader_partition(tp).append_as_leader(data, required_acks=acks,
-                                                          flush_inline=False)
 
     @staticmethod
     def _append_settled(p: Partition, info: AppendInfo, acks: int) -> bool:
