@@ -149,6 +149,7 @@ async def read_range(topic: str, partition: int, request: Request) -> Response:
         offset,
         max_bytes=min(max_bytes or DEFAULT_MAX_BYTES, cap),
         max_wait_ms=timeout,
+        max_records=count,
     )
     records = result.records if count is None else result.records[:count]
     tp = TopicPartition(topic, partition)
@@ -186,7 +187,7 @@ async def _read_binary(
     it stays in the broker's batch cache, then sliced: ``api.render_cache``); the same
     answer as ``Broker.fetch`` + ``render_records``."""
     result = await broker.fetch(topic, partition, offset, max_bytes=max_bytes,
-                                max_wait_ms=timeout)
+                                max_wait_ms=timeout, max_records=count)
     # rendered once per fetched batch (api.render_cache), then sliced
     parts: list[bytes] = []
     extend = parts.extend

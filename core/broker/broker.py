@@ -360,11 +360,13 @@ class Broker:
         return self._admin.topic_metadata(topic)
 
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,
-                    max_wait_ms: int = 0) -> FetchResult:
+                    max_wait_ms: int = 0, max_records: int | None = None) -> FetchResult:
         """Records from ``offset`` below the HW (waiting up to ``max_wait_ms`` for some),
-        as ranges of the fetched batches, with the leader's offsets."""
+        as ranges of the fetched batches, with the leader's offsets; ``max_records``: no
+        more records are wanted (the read may stop at the offset's batch)."""
         tp = self.cache.existing_partition(topic, partition)
-        got = await self._router.fetch(tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
+        got = await self._router.fetch(tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms,
+                                       max_records=max_records)
         return self.batches.fetch_result(
             topic, partition, offset, got.data, high_watermark=got.offsets.high_watermark,
             log_start_offset=got.offsets.log_start_offset)

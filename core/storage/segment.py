@@ -396,14 +396,19 @@ class LogSegment:
         max_position: int | None = None,
         min_one_batch: bool = True,
         max_offset: int | None = None,
+        max_records: int | None = None,
     ) -> SegmentSlice | None:
         """Whole batches, starting with the first whose last offset >= ``start_offset``,
         up to ``max_bytes`` (at least that first batch if ``min_one_batch``), ending
         before byte ``max_position`` and before the first batch whose base offset is >=
-        ``max_offset``. None if no batch in this segment reaches ``start_offset``."""
+        ``max_offset``; only the first batch when it holds ``max_records`` records from
+        ``start_offset`` on (a count-limited read). None if no batch in this segment
+        reaches ``start_offset``."""
         first = self.locate(start_offset)
         if first is None:
             return None
+        if max_records is not None and first.last_offset - start_offset + 1 >= max_records:
+            max_bytes = min(max_bytes, first.size)
         pos = first.position
         limit = self.size if max_position is None else min(max_position, self.size)
         budget = max(max_bytes, first.size) if min_one_batch else max_bytes

@@ -128,13 +128,15 @@ class Router:
         return out  # type: ignore[return-value]
 
     async def fetch(self, tp: TopicPartition, offset: int, *, max_bytes: int,
-                    max_wait_ms: int) -> FetchedData:
+                    max_wait_ms: int, max_records: int | None = None) -> FetchedData:
         """Whole batches from ``offset`` below the HW (waiting up to ``max_wait_ms`` for
-        some), with the leader's offsets."""
+        some), with the leader's offsets. ``max_records`` bounds a local read only (a
+        forwarded one reads up to ``max_bytes``)."""
         async def call(address: Address | None) -> FetchedData:
             if address is None:
                 data, p = await self._replicas.fetch(tp, offset, max_bytes=max_bytes,
-                                                     max_wait_ms=max_wait_ms)
+                                                     max_wait_ms=max_wait_ms,
+                                                     max_records=max_records)
                 return FetchedData(data, p.offsets())
             assert self._client is not None
             data, offs = await self._client.fetch(address, tp.topic, tp.partition, offset,

@@ -373,12 +373,13 @@ class ReplicaManager:
 
     async def fetch(
         self, tp: TopicPartition, offset: int, *, max_bytes: int, max_wait_ms: int,
-        up_to_hw: bool = True,
+        up_to_hw: bool = True, max_records: int | None = None,
     ) -> tuple[FetchData, Partition]:
         """Read from the leader replica; if nothing is there, wait up to ``max_wait_ms``
-        for the HW (or LEO, for followers) to move, then read again."""
+        for the HW (or LEO, for followers) to move, then read again. ``max_records``:
+        the reader takes no more records than that (``PartitionLog.read``)."""
         p = self.leader_partition(tp)
-        data = p.read(offset, max_bytes, up_to_hw=up_to_hw)
+        data = p.read(offset, max_bytes, up_to_hw=up_to_hw, max_records=max_records)
         if data.data or max_wait_ms <= 0:
             return data, p
         loop = asyncio.get_running_loop()
@@ -390,7 +391,7 @@ class ReplicaManager:
                 return data, p
             await wait_on((waiters,), remaining)
             p = self.leader_partition(tp)
-            data = p.read(offset, max_bytes, up_to_hw=up_to_hw)
+            data = p.read(offset, max_bytes, up_to_hw=up_to_hw, max_records=max_records)
             if data.data:
                 return data, p
 

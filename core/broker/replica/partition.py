@@ -314,7 +314,8 @@ class Partition:
             return True
         return False
 
-    def read(self, offset: int, max_bytes: int, *, up_to_hw: bool = True) -> FetchData:
+    def read(self, offset: int, max_bytes: int, *, up_to_hw: bool = True,
+             max_records: int | None = None) -> FetchData:
         """Whole batches from ``offset``, below the HW (consumers) or the LEO (followers).
         As in Kafka, the valid range ends at the LEO for both: an offset between the HW
         and the LEO (a new leader whose HW has not caught up with its log yet) reads
@@ -331,7 +332,7 @@ class Partition:
         if offset >= limit:
             return FetchData(b"", offset, offset)
         try:
-            data = self.log.read(offset, max_bytes, max_offset=limit)
+            data = self.log.read(offset, max_bytes, max_offset=limit, max_records=max_records)
         except CorruptRecordError as exc:
             log.error("%s-%d: corrupt log at offset %d: %s", *self.tp, offset, exc)
             raise CorruptRecordError(

@@ -691,3 +691,21 @@ def test_a_data_sync_makes_appends_durable_and_leaves_the_recovery_point(
     plog.flush()
     assert plog.durable_offset == plog.recovery_point == plog.log_end_offset == 51
     plog.close()
+
+
+def test_a_count_limited_read_stops_at_the_batch_that_holds_the_records(
+        log_dir: Path, clock: ManualClock) -> None:
+    plog = open_log(log_dir, clock)
+    for tag in "abc":
+        plog.append_as_leader(make_batch(10, tag=tag, value_size=100), leader_epoch=0)
+    whole = plog.read(3, 1 << 20)
+    assert [r.offset for r in decode_records(whole.data)][-1] == 29  # three batches
+    one = plog.read(3, 1 << 20, max_records=1)
+    assert [r.offset for r in decode_records(one.data)] == list(range(10))  # its batch only
+    assert one.high_offset == 10
+    seven = plog.read(3, 1 << 20, max_records=7)  # offsets 3..9: still the first batch
+    assert len(seven.data) == len(one.data)
+    more = plog.read(3, 1 << 20, max_records=8)  # needs the next batch: read on as before
+    assert more.data == whole.data
+    assert plog.read(3, 1, max_records=8).data == one.data  # max_bytes still caps it
+    plog.close()
