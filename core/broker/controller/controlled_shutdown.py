@@ -5,7 +5,9 @@ replicas asks the active controller (itself, or another broker over the internal
 to move that leadership away and drop it from the ISRs; it asks again every
 ``RETRY_S`` until it leads none of them or ``controlled.shutdown.timeout.ms`` has
 passed (then it stops anyway: a plain shutdown, the controller reacts to its session
-ending). A broker alone in its cluster has nothing to hand over.
+ending). A broker alone in its cluster has nothing to hand over, and it stops asking as
+soon as the controller answers that nothing it leads can move any more (every other
+replica is gone or shutting down too: a whole cluster stopping at once).
 """
 
 from __future__ import annotations
@@ -59,18 +61,24 @@ class ControlledShutdown:
             if not self._leads_shared_partitions():
                 return
             try:
-                await self._request()
+                movable = await self._request()
             except Exception as exc:  # best effort: a plain shutdown follows
                 log.warning("controlled shutdown request failed: %s", exc)
+                movable = None
+            if movable == 0:
+                log.info("controlled shutdown: what is still led here has no other replica "
+                         "that can take it")
+                return
             await asyncio.sleep(RETRY_S)
         log.warning("controlled shutdown: some partitions are still led here; exiting anyway")
 
-    async def _request(self) -> None:
+    async def _request(self) -> int | None:
+        """The controller's answer: how many partitions led here can still move (None:
+        no controller to ask right now)."""
         if self._controller.is_active:
-            await self._controller.controlled_shutdown(self._broker_id)
-            return
+            return await self._controller.controlled_shutdown(self._broker_id)
         controller = await self._store.controller_id()
         address = None if controller is None else self._address_of(controller)
         if address is None or self._client is None:
-            return
-        await self._client.controlled_shutdown(address, self._broker_id)
+            return None
+        return await self._client.controlled_shutdown(address, self._broker_id)

@@ -197,14 +197,25 @@ class Controller(PreferredElection, Reassigner):
 
     async def controlled_shutdown(self, broker_id: int) -> int:
         """Move leadership away from ``broker_id`` and drop it from the ISRs (where another
-        replica can take over); returns how many partitions it still leads."""
+        replica can take over); returns how many partitions it still leads that another
+        live replica, not shutting down itself, could still take (one not in the ISR yet:
+        worth asking again). 0: nothing more will move, whatever the broker still leads
+        (no other replica, or every other one is going away too)."""
         self.shutting_down.add(broker_id)
         async with self._work:
             await self.reconcile()
+        live = set(await self._live_broker_ids())
+        takers = live - self.shutting_down - {broker_id}
         remaining = 0
         for name in await self.store.topic_names():
+            assignment = await self.store.get_topic(name)
+            if assignment is None:
+                continue
             states = await self.store.get_partition_states(name)
-            remaining += sum(1 for st in states.values() if st.leader == broker_id)
+            remaining += sum(
+                1 for p, st in states.items()
+                if st.leader == broker_id
+                and any(r in takers for r in assignment.partitions.get(p, ())))
         return remaining
 
     def schedule_reconcile(self) -> None:
