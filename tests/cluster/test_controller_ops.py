@@ -186,8 +186,9 @@ def test_reassignment_moves_the_data_and_deletes_the_old_replica(
     assert replica(brokers[gone], "moved") is None
     wait_until(lambda: all((r := replica(brokers[b], "moved")) is not None and
                          r["log_end_offset"] == len(values) for b in target), 20, "data moved")
-    for b in target:
-        assert [v for _, v in read_all(brokers[b], "moved")] == values
+    for b in target:  # the new leader's high watermark follows its followers' fetches
+        wait_until(lambda b=b: [v for _, v in read_all(brokers[b], "moved")] == values, 20,
+                   f"every record readable through broker {b}")
     listed = httpx.get(v3(brokers[0], "topics", "-", "partitions", "-", "reassignment"),
                        timeout=10).json()
     assert listed["kind"] == "KafkaReassignmentList" and listed["data"] == []
