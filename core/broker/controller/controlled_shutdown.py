@@ -58,8 +58,8 @@ class ControlledShutdown:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout_s
         while loop.time() < deadline:
-            if not self._leads_shared_partitions():
-                return
+            if not self._leads_shared_partitions() or self._live_brokers() <= 1:
+                return  # nothing to hand over, or nobody left to take it
             try:
                 movable = await self._request()
             except Exception as exc:  # best effort: a plain shutdown follows

@@ -202,6 +202,10 @@ class Controller(PreferredElection, Reassigner):
         worth asking again). 0: nothing more will move, whatever the broker still leads
         (no other replica, or every other one is going away too)."""
         self.shutting_down.add(broker_id)
+        live = set(await self._live_broker_ids())
+        takers = live - self.shutting_down - {broker_id}
+        if not takers:  # the whole cluster is going away: no reconcile of every partition
+            return 0
         async with self._work:
             await self.reconcile()
         live = set(await self._live_broker_ids())

@@ -486,3 +486,34 @@ async def test_shutdown_stops_asking_when_every_other_replica_is_going_away_too(
     await asyncio.wait_for(shutdown.run(), 1.0)
     assert leads.calls == 1
     assert (await lei(store, "t"))[0][0] == 1  # still led here: no replica could take it
+
+
+async def test_the_last_broker_of_a_stopping_cluster_is_answered_without_a_reconcile(
+    store: EmbeddedMetadataStore, controller: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await put_topic(store, "t", {0: (1, 2, 3)})
+    await controller.controlled_shutdown(2)
+    await controller.controlled_shutdown(3)
+    reconciles: list[int] = []
+    real = controller.reconcile
+
+    async def counted(**kw: object) -> int:
+        reconciles.append(1)
+        return await real(**kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(controller, "reconcile", counted)
+    assert await controller.controlled_shutdown(1) == 0
+    assert reconciles == []  # no other broker could take anything: nothing re-decided
+    assert (await lei(store, "t"))[0][0] == 1
+
+
+async def test_shutdown_stops_asking_once_it_is_the_last_broker_registered(
+    store: EmbeddedMetadataStore, make_controller: MakeController
+) -> None:
+    c = make_controller(1)  # not the controller; the controller went away
+    live = iter([3, 3, 1])
+    client = FakeShutdownClient(error=ConnectionError("the controller is gone"))
+    shutdown = ControlledShutdown(1, c, store, client, address_of=addr,
+                                  leads_shared_partitions=lambda: True,
+                                  live_brokers=lambda: next(live, 1), timeout_ms=30_000)
+    await asyncio.wait_for(shutdown.run(), 1.0)  # not its 30 s deadline
