@@ -219,3 +219,14 @@ def read_instance_records(instance_url: str, want: int, *, query: str = "") -> l
         assert r.status_code == 200, r.text
         rows += r.json()
     return rows
+
+
+@pytest.fixture(scope="module")
+def zk(brokers: list[BrokerProcess]) -> Iterator[KazooClient]:
+    """A ZooKeeper client in the cluster's chroot, for the test modules whose three-broker
+    cluster is their module's ``brokers`` fixture (others define their own ``zk``)."""
+    client = KazooClient(hosts=brokers[0].zk, timeout=10)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()

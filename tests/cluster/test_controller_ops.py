@@ -49,15 +49,6 @@ def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield procs
 
 
-@pytest.fixture(scope="module")
-def zk(brokers: list[BrokerProcess]) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=brokers[0].zk, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
-
-
 def cluster_id(b: BrokerProcess) -> str:
     return str(httpx.get(f"{b.url}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"])
 

@@ -105,15 +105,6 @@ def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield procs
 
 
-@pytest.fixture(scope="module")
-def zk(brokers: list[BrokerProcess]) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=brokers[0].zk, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
-
-
 def states(zk: KazooClient) -> dict[int, dict[str, Any]]:
     out = {}
     for p in range(PARTITIONS):

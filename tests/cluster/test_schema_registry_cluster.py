@@ -100,15 +100,6 @@ def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             b.stop()
 
 
-@pytest.fixture(scope="module")
-def zk(brokers: list[BrokerProcess]) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=brokers[0].zk, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
-
-
 @pytest.fixture
 def cluster(brokers: list[BrokerProcess], zk: KazooClient) -> list[BrokerProcess]:
     """All three running and ``_schemas-0`` led, with its full ISR."""
