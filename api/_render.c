@@ -1,7 +1,7 @@
 /* api._render: the per-record loops of the REST API's hot paths, in C.
  *
  * render_records(records, count, base_offset, base_timestamp, log_append_time,
- *                head, mid) -> list[bytes] | None
+ *                head, mid[, lo, hi]) -> list[bytes] | None
  *
  * Walks the (uncompressed) records section of a v2 record batch and writes every
  * record through a JSON template given by the caller:
@@ -13,8 +13,12 @@
  * OFFSET is base_offset + the record's offset delta; TS the base timestamp + its
  * delta, or log_append_time for every record when that is not None.
  *
- * Returns None when a record carries headers (the caller's general path renders
- * those); raises ValueError on a records section that does not parse.
+ * With lo and hi (0 <= lo <= hi <= count) only records lo..hi-1 are rendered: the
+ * ones before are stepped over by their length prefix, the ones after not read (a
+ * 1-record read of a 1000-record batch renders one record).
+ *
+ * Returns None when a rendered record carries headers (the caller's general path
+ * renders those); raises ValueError on a records section that does not parse.
  *
  * b64decode_list(items) -> list[bytes] | None: the base64 columns of a produce request.
  * produce_offsets(partitions, offsets) -> bytes: a produce answer's offsets, in JSON.
@@ -94,8 +98,9 @@ static PyObject *render_records(PyObject *self, PyObject *args) {
     Py_ssize_t count;
     long long base_offset, base_timestamp;
     PyObject *log_append_time;
-    if (!PyArg_ParseTuple(args, "y*nLLOy*y*", &records, &count, &base_offset, &base_timestamp,
-                          &log_append_time, &head, &mid))
+    Py_ssize_t lo = 0, hi = -1;
+    if (!PyArg_ParseTuple(args, "y*nLLOy*y*|nn", &records, &count, &base_offset,
+                          &base_timestamp, &log_append_time, &head, &mid, &lo, &hi))
         return NULL;
     PyObject *out = NULL;
     int append_time = log_append_time != Py_None;
@@ -108,15 +113,21 @@ static PyObject *render_records(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "negative record count");
         goto done;
     }
+    int whole = hi < 0;
+    if (whole) hi = count;
+    if (lo < 0 || lo > hi || hi > count) {
+        PyErr_SetString(PyExc_ValueError, "record range outside the batch");
+        goto done;
+    }
     const char *tail = append_time ? APPEND_TAIL : CREATE_TAIL;
     Py_ssize_t tail_len = (Py_ssize_t)strlen(tail);
     Py_ssize_t fixed = head.len + (Py_ssize_t)(sizeof(VALUE_SEP) - 1) + mid.len +
                        (Py_ssize_t)(sizeof(TS_SEP) - 1) + tail_len;
-    out = PyList_New(count);
+    out = PyList_New(hi - lo);
     if (out == NULL) goto done;
     Reader r = {(const unsigned char *)records.buf,
                 (const unsigned char *)records.buf + records.len};
-    for (Py_ssize_t i = 0; i < count; i++) {
+    for (Py_ssize_t i = 0; i < hi; i++) {
         int64_t length, ts_delta, off_delta, n_headers;
         if (read_varlong(&r, &length) < 0 || length < 0 || length > r.end - r.p) {
             Py_CLEAR(out);
@@ -125,6 +136,7 @@ static PyObject *render_records(PyObject *self, PyObject *args) {
         }
         Reader rec = {r.p, r.p + length};
         r.p += length;
+        if (i < lo) continue;
         Field key, value;
         if (rec.p >= rec.end) {
             Py_CLEAR(out);
@@ -174,9 +186,9 @@ static PyObject *render_records(PyObject *self, PyObject *args) {
         memcpy(o, ts_text, ts_len);
         o += ts_len;
         memcpy(o, tail, tail_len);
-        PyList_SET_ITEM(out, i, frag);
+        PyList_SET_ITEM(out, i - lo, frag);
     }
-    if (r.p != r.end) {
+    if (whole && r.p != r.end) {
         Py_CLEAR(out);
         PyErr_SetString(PyExc_ValueError, "bytes left after the batch's last record");
     }
@@ -360,8 +372,8 @@ static PyMethodDef methods[] = {
      "decoded; None if any item is not one."},
     {"render_records", render_records, METH_VARARGS,
      "render_records(records, count, base_offset, base_timestamp, log_append_time, head, "
-     "mid) -> list[bytes] | None: JSON fragments of a v2 batch's records (see the module "
-     "source)."},
+     "mid[, lo, hi]) -> list[bytes] | None: JSON fragments of a v2 batch's records (of "
+     "records lo..hi-1 when given; see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 

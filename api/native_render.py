@@ -44,8 +44,10 @@ def produce_offsets_range(partition: int, first: int, count: int) -> bytes | Non
 
 
 def render_batch(raw: bytes, head: bytes, mid: bytes,
-                 header: BatchHeader | None = None) -> list[bytes] | None:
-    """One JSON fragment per record of the batch ``raw``:
+                 header: BatchHeader | None = None,
+                 records: tuple[int, int] | None = None) -> list[bytes] | None:
+    """One JSON fragment per record of the batch ``raw`` (of its records ``lo..hi-1``
+    when ``records`` is ``(lo, hi)``):
 
     ``head KEY ,"value": VALUE mid OFFSET ,"timestamp": TS ,"timestamp_type":"T","headers":[]}``
 
@@ -60,6 +62,6 @@ def render_batch(raw: bytes, head: bytes, mid: bytes,
     lat = h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME else None
     try:
         return _render.render_records(body, h.records_count, h.base_offset, h.base_timestamp,
-                                      lat, head, mid)
+                                      lat, head, mid, *(records or ()))
     except ValueError as exc:
         raise CorruptRecordError(f"cannot decode record batch: {exc}") from exc

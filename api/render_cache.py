@@ -29,5 +29,9 @@ class RenderCache:
             frags = self._binary[batch] = render(batch)
         return frags
 
+    def get(self, batch: CachedBatch) -> list[bytes] | None:
+        """The binary-format fragments of ``batch`` if it was rendered, else None."""
+        return self._binary.get(batch)
+
     def __len__(self) -> int:
         return len(self._binary)

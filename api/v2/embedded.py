@@ -373,6 +373,27 @@ def cached_binary_fragments(cache: RenderCache, topic: str, partition: int,
     return cache.binary(batch, render)
 
 
+#: A slice of at most 1/PARTIAL_SHARE of a batch not rendered yet is rendered alone.
+PARTIAL_SHARE = 4
+
+
+def binary_fragment_range(cache: RenderCache, topic: str, partition: int,
+                          batch: CachedBatch, lo: int, hi: int) -> list[bytes]:
+    """The fragments of records ``lo..hi-1`` of a fetched batch: a slice of its kept
+    rendering; for a few records of a batch not rendered yet (a count-limited read),
+    those records alone, not kept (a 1-record read of a 1000-record batch renders one
+    record, not 1000, and a later read of the whole batch renders it then)."""
+    frags = cache.get(batch)
+    if frags is None and (hi - lo) * PARTIAL_SHARE <= len(batch.offsets):
+        part = native.render_batch(batch.raw, *_native_template(topic, partition),
+                                   records=(lo, hi))
+        if part is not None:
+            return part
+    if frags is None:
+        frags = cached_binary_fragments(cache, topic, partition, batch)
+    return frags if lo == 0 and hi == len(frags) else frags[lo:hi]
+
+
 def _native_template(topic: str, partition: int) -> tuple[bytes, bytes]:
     """``native.render_batch``'s head and mid for the binary format (the text before
     the key, and between the value and the offset)."""
@@ -387,8 +408,7 @@ def render_binary_chunks(cache: RenderCache,
     parts: list[bytes] = []
     extend = parts.extend
     for (topic, partition), batch, lo, hi in chunks:
-        frags = cached_binary_fragments(cache, topic, partition, batch)
-        extend(frags if lo == 0 and hi == len(frags) else frags[lo:hi])
+        extend(binary_fragment_range(cache, topic, partition, batch, lo, hi))
     return b"[" + b",".join(parts) + b"]"
 
 

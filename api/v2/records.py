@@ -59,7 +59,7 @@ from api.v2.consumer_records import (
     not_json_error,
     render_until_bad_json,
 )
-from api.v2.embedded import cached_binary_fragments
+from api.v2.embedded import binary_fragment_range
 from api.v2.schema_records import render_schema_records
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
@@ -188,15 +188,15 @@ async def _read_binary(
     answer as ``Broker.fetch`` + ``render_records``."""
     result = await broker.fetch(topic, partition, offset, max_bytes=max_bytes,
                                 max_wait_ms=timeout, max_records=count)
-    # rendered once per fetched batch (api.render_cache), then sliced
+    # rendered once per fetched batch (api.render_cache) and sliced, or the few records
+    # asked for of a batch not rendered yet alone (``binary_fragment_range``)
     parts: list[bytes] = []
     extend = parts.extend
     left = count if count is not None else 1 << 62
     next_offset = result.next_offset
     for batch, lo, hi in result.chunks:
         hi = min(hi, lo + left)
-        frags = cached_binary_fragments(cache, topic, partition, batch)
-        extend(frags if lo == 0 and hi == len(frags) else frags[lo:hi])
+        extend(binary_fragment_range(cache, topic, partition, batch, lo, hi))
         left -= hi - lo
         if left <= 0:  # cut by count: the next read starts after the last record sent
             next_offset = batch.offsets[hi - 1] + 1

@@ -65,6 +65,22 @@ def test_count_and_tiny_max_bytes(v2: V2Client, client: httpx.Client, topic: str
     assert resp.headers["X-Franz-Next-Offset"] == str(rows[-1]["offset"] + 1)
 
 
+def test_a_few_records_of_a_large_batch_read_as_the_whole_batch_renders_them(
+        v2: V2Client, client: httpx.Client, topic: str) -> None:
+    """A count-limited read renders only the records it answers (the batch is not
+    rendered whole yet); reads of the whole batch afterwards, and again, agree."""
+    v2.produce(topic, [{"key": v2.b64(f"k{i}") if i % 3 else None, "value": v2.b64(f"v{i}")}
+                       for i in range(200)], partition=2)
+    few = {off: _get(client, topic, 2, offset=off, count=n).json()
+           for off, n in ((0, 1), (118, 3), (199, 1), (150, 50))}
+    whole = _get(client, topic, 2, offset=0).json()
+    assert [r["offset"] for r in whole] == list(range(200))
+    for off, rows in few.items():
+        assert rows == whole[off:off + len(rows)] and rows[0]["offset"] == off
+    assert v2.unb64(few[118][0]["key"]) == b"k118" and few[0][0]["key"] is None
+    assert _get(client, topic, 2, offset=118, count=3).json() == whole[118:121]
+
+
 def test_at_the_end_is_empty_and_beyond_is_416(
     v2: V2Client, client: httpx.Client, topic: str
 ) -> None:

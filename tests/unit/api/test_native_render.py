@@ -69,6 +69,27 @@ def test_c_fragments_equal_python(recs: list[NewRecord], compression: int, base:
     assert native.record_sizes(raw) == sizes
 
 
+@settings(max_examples=200, deadline=None)
+@given(records, st.sampled_from(sorted(codec.CODEC_NAMES)), st.booleans(), st.data())
+def test_a_record_range_renders_as_that_slice_of_the_whole_batch(
+        recs: list[NewRecord], compression: int, log_append: bool, data: st.DataObject) -> None:
+    raw = build_batch(recs, now_ms=1_700_000_000_000, compression=compression, base_offset=42)
+    if log_append:
+        set_log_append_time(raw, 0, parse_header(raw), 1_800_000_000_123)
+    raw = bytes(raw)
+    lo = data.draw(st.integers(0, len(recs)))
+    hi = data.draw(st.integers(lo, len(recs)))
+    part = native_render.render_batch(raw, *_native_template(TOPIC, PARTITION), records=(lo, hi))
+    assert part == _python(raw)[lo:hi]
+
+
+def test_a_record_range_outside_the_batch_is_refused() -> None:
+    raw = bytes(build_batch([NewRecord(b"a"), NewRecord(b"b")], now_ms=1))
+    for bad in ((-1, 1), (1, 0), (0, 3)):
+        with pytest.raises(CorruptRecordError, match="outside the batch"):
+            native_render.render_batch(raw, *_native_template(TOPIC, PARTITION), records=bad)
+
+
 def test_compacted_batch_keeps_its_offsets() -> None:
     recs = [NewRecord(b"v%d" % i, key=b"k%d" % (i % 3), timestamp=1000 + i) for i in range(10)]
     raw = bytes(build_batch(recs, now_ms=5, base_offset=100))
