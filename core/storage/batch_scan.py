@@ -34,7 +34,7 @@ from core.storage.index import MAX_RELATIVE_OFFSET
 
 log = logging.getLogger(__name__)
 
-_SCAN_CHUNK = 16 * 1024
+SCAN_CHUNK = 16 * 1024
 _RECOVERY_CHUNK = 1024 * 1024
 _FRAME = struct.Struct(">qi")  # baseOffset, batchLength
 _INT32 = struct.Struct(">i")
@@ -52,16 +52,18 @@ class Frame(NamedTuple):
     last_offset: int
 
 
-def scan_frames(fd: int, start: int, end: int) -> Iterator[Frame]:
+def scan_frames(fd: int, start: int, end: int, *, large: bool = False) -> Iterator[Frame]:
     """Each whole batch in ``[start, end)``; stops at a torn tail. CorruptRecordError
-    for an impossible frame (wrong magic, length below the minimum)."""
-    pos, buf, buf_start, size = start, b"", start, 0
+    for an impossible frame (wrong magic, length below the minimum). ``large``: the
+    batches are expected to be larger than a read chunk, so the first read is just a
+    frame too."""
+    pos, buf, buf_start, size = start, b"", start, SCAN_CHUNK if large else 0
     while end - pos >= HEADER_SIZE:
         rel = pos - buf_start
         if len(buf) - rel < HEADER_SIZE:
             # after a batch larger than a chunk, the next is probably large too: read
             # just its frame rather than a chunk of data the walk would skip
-            want = HEADER_SIZE if size >= _SCAN_CHUNK else _SCAN_CHUNK
+            want = HEADER_SIZE if size >= SCAN_CHUNK else SCAN_CHUNK
             buf, buf_start, rel = os.pread(fd, min(want, end - pos), pos), pos, 0
             if len(buf) < HEADER_SIZE:
                 return
@@ -84,7 +86,7 @@ def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHead
     while end - pos >= HEADER_SIZE:
         rel = pos - buf_start
         if len(buf) - rel < HEADER_SIZE:
-            buf, buf_start, rel = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos), pos, 0
+            buf, buf_start, rel = os.pread(fd, min(SCAN_CHUNK, end - pos), pos), pos, 0
             if len(buf) < HEADER_SIZE:
                 return
         header = parse_header(buf, rel)

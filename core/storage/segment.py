@@ -34,6 +34,7 @@ from core.clock import Clock
 from core.storage import durability
 from core.storage.batch import HEADER_SIZE, BatchHeader, is_crc_valid, parse_header
 from core.storage.batch_scan import (
+    SCAN_CHUNK,
     Frame,
     scan_frames,
     scan_headers,
@@ -352,10 +353,14 @@ class LogSegment:
                 and last.position >= start_position:
             return last  # every batch before it ends below its base offset
         _, index_pos = self.offset_index.lookup(offset)
+        # index entries a chunk or more apart on average: large batches (one entry
+        # each), read just the frames, not a chunk of the batch before the one wanted
+        large = self.size >= SCAN_CHUNK * (self.offset_index.entries + 1)
         f = self._file
         fd = f.acquire()
         try:
-            for frame in scan_frames(fd, max(index_pos, start_position), self.size):
+            for frame in scan_frames(fd, max(index_pos, start_position), self.size,
+                                     large=large):
                 if frame.last_offset >= offset:
                     return frame
         finally:

@@ -166,6 +166,27 @@ def test_translate_offset(tmp_path: Path) -> None:
     seg.close()
 
 
+def test_locate_with_large_and_small_batches_mixed(tmp_path: Path) -> None:
+    """Large batches (an index entry each, a frame read at a time) and small ones
+    after them (read a chunk at a time): every offset is found in its batch."""
+    seg = open_segment(tmp_path, index_bytes=1 << 20)
+    sizes, base = [], 0
+    for count, value_size in [(40, 1000)] * 6 + [(3, 20)] * 30 + [(40, 1000)] * 2:
+        batch = make_batch(base, count, value_size=value_size)
+        append(seg, batch)
+        sizes.append((base, count, len(batch)))
+        base += count
+    position = 0
+    for first, count, size in sizes:
+        for target in (first, first + count // 2, first + count - 1):
+            frame = seg.locate(target)
+            assert frame is not None
+            assert (frame.position, frame.base_offset, frame.size) == (position, first, size)
+        position += size
+    assert seg.locate(base) is None
+    seg.close()
+
+
 def test_find_offset_by_timestamp(tmp_path: Path) -> None:
     seg = open_segment(tmp_path, interval=0)
     stamps = [100, 300, 200, 500, 400, 500, 900]
