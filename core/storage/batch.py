@@ -126,12 +126,24 @@ def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int
     return crc32c(memoryview(buf)[pos + 21 : pos + size])
 
 
-def assemble_batch(header: BatchHeader, payload: bytes | bytearray | memoryview) -> bytearray:
+class BuiltBatch(bytearray):
+    """One whole v2 batch the produce path's record builder wrote in this process
+    (``native.encode_batch``): framing, CRC, record count, offset deltas and sequence
+    fields are right by construction, so a leader's append checks only what the topic's
+    configuration may refuse (``log_validator.validate_client_batches``). Only this exact
+    type is trusted; a slice, a copy as bytes or bytearray, or several batches joined
+    are plain buffers again and are checked in full."""
+
+    __slots__ = ()
+
+
+def assemble_batch(header: BatchHeader, payload: bytes | bytearray | memoryview,
+                   cls: type[bytearray] = bytearray) -> bytearray:
     """A whole batch: ``header``'s fields (its ``batch_length``, ``magic`` and ``crc``
     ignored: set from ``payload``, 2, and computed) followed by ``payload`` (the records
-    section, compressed or not)."""
+    section, compressed or not), as a ``cls``."""
     size = HEADER_SIZE + len(payload)
-    buf = bytearray(size)
+    buf = cls(size)
     HEADER.pack_into(buf, 0, header.base_offset, size - LOG_OVERHEAD,
                      header.partition_leader_epoch, 2, 0, *header[5:])
     buf[HEADER_SIZE:] = payload

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING
 from core.storage import codec, native
 from core.storage.batch import (
     BatchHeader,
+    BuiltBatch,
     is_crc_valid,
+    parse_header,
     patch_base_offset,
     patch_leader_epoch,
     set_log_append_time,
@@ -68,7 +70,15 @@ def validate_client_batches(
     buf: bytearray, config: LogConfig, *, now_ms: int, where: str
 ) -> list[tuple[int, BatchHeader]]:
     """Every batch of a produce payload, or the first error found (nothing is written
-    by the caller if this raises). ``where`` names the partition in messages."""
+    by the caller if this raises). ``where`` names the partition in messages. A
+    ``BuiltBatch`` (this process's produce path built it) is checked against the
+    topic's configuration only (its CRC, ~5 us per 110 KB, was just computed)."""
+    if type(buf) is BuiltBatch:
+        h = parse_header(buf, 0)
+        if h.size == len(buf):
+            _check_size(h, config, where=where)
+            _check_records_against_config(buf, 0, h, config, now_ms=now_ms, where=where)
+            return [(0, h)]
     batches = split_batches(buf)
     for pos, header in batches:
         _validate_client_batch(buf, pos, header, config, now_ms=now_ms, where=where)
@@ -78,11 +88,7 @@ def validate_client_batches(
 def _validate_client_batch(
     buf: bytearray, pos: int, h: BatchHeader, config: LogConfig, *, now_ms: int, where: str
 ) -> None:
-    if h.size > config.max_message_bytes:
-        raise MessageTooLargeError(
-            f"the record batch size in the append to {where} is {h.size} bytes, which exceeds "
-            f"the maximum configured value of {config.max_message_bytes} (max.message.bytes)"
-        )
+    _check_size(h, config, where=where)
     _check_crc(buf, pos, h, where=where)
     if h.last_offset_delta + 1 != h.records_count:
         raise InvalidRecordError(
@@ -95,6 +101,21 @@ def _validate_client_batch(
         raise InvalidRecordError(
             f"invalid sequence number {h.base_sequence} in a batch of producer {h.producer_id}"
         )
+    _check_records_against_config(buf, pos, h, config, now_ms=now_ms, where=where)
+
+
+def _check_size(h: BatchHeader, config: LogConfig, *, where: str) -> None:
+    if h.size > config.max_message_bytes:
+        raise MessageTooLargeError(
+            f"the record batch size in the append to {where} is {h.size} bytes, which exceeds "
+            f"the maximum configured value of {config.max_message_bytes} (max.message.bytes)"
+        )
+
+
+def _check_records_against_config(
+    buf: bytearray, pos: int, h: BatchHeader, config: LogConfig, *, now_ms: int, where: str
+) -> None:
+    """Timestamps within the topic's bounds; every record keyed on a compacted topic."""
     if config.message_timestamp_type != LOG_APPEND_TIME_NAME:
         _validate_timestamps(h, config, now_ms=now_ms, where=where)
     if config.compact:

@@ -17,6 +17,7 @@ from core.storage import codec
 from core.storage.batch import (
     HEADER_SIZE,
     BatchHeader,
+    BuiltBatch,
     assemble_batch,
     parse_header,
 )
@@ -52,7 +53,7 @@ def encode_batch(values: list[bytes | None], keys: list[bytes | None] | None, ti
         body = codec.compress(compression, body)
     n = len(values) if idxs is None else len(idxs)
     return assemble_batch(BatchHeader(0, 0, -1, 2, 0, compression, n - 1, first, max_ts,
-                                      *producer, n), body)
+                                      *producer, n), body, BuiltBatch)
 
 
 def key_partitions(keys: list[bytes | None], num_partitions: int) -> dict[int, list[int]] | None:

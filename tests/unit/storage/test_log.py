@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from core.clock import ManualClock
-from core.storage import codec
-from core.storage.batch import CONTROL_BIT, compute_crc, parse_header
+from core.storage import codec, native
+from core.storage.batch import CONTROL_BIT, BuiltBatch, compute_crc, parse_header
 from core.storage.config import LogConfig
 from core.storage.errors import (
     CorruptRecordError,
@@ -23,7 +23,7 @@ from core.storage.errors import (
 )
 from core.storage.log import PartitionLog
 from core.storage.log_loader import parse_topic_partition
-from core.storage.records import NewRecord, Record, build_batch, decode_records
+from core.storage.records import NewRecord, Record, build_batch, build_batch_at, decode_records
 from core.storage.segment import CLEANED_SUFFIX, LogSegment
 
 NOW = 1_700_000_000_000
@@ -298,6 +298,43 @@ def test_invalid_batches_are_rejected_and_nothing_is_written(
     assert_nothing_written(plog, leo, size)
     plog.append_as_leader(make_batch(2, compression=codec.LZ4), leader_epoch=0)
     assert plog.log_end_offset == leo + 2
+    plog.close()
+
+
+def _built(n: int, *, ts: int | None = NOW, key: bytes | None = b"k", size: int = 10
+           ) -> bytearray:
+    """A batch as the produce path builds it (``native.encode_batch``: a BuiltBatch)."""
+    built = build_batch_at([b"v" * size] * n, [key] * n, None, [ts] * n, NOW, range(n),
+                           max_bytes=1 << 20)
+    assert type(built) is BuiltBatch
+    return built
+
+
+@pytest.mark.skipif(not native.AVAILABLE, reason="C extension not built")
+def test_a_batch_built_here_is_still_held_to_the_topic_config(
+    log_dir: Path, clock: ManualClock
+) -> None:
+    """The produce path's own batches skip the integrity checks (CRC, counts), never
+    what the topic's configuration refuses."""
+    plog = open_log(log_dir, clock, max_message_bytes=2000)
+    plog.append_as_leader(_built(3), leader_epoch=0)
+    leo, size = plog.log_end_offset, plog.size_in_bytes
+    with pytest.raises(MessageTooLargeError, match="2000"):
+        plog.append_as_leader(_built(3, size=1000), leader_epoch=0)
+    plog.update_config(LogConfig(message_timestamp_after_max_ms=1000))
+    with pytest.raises(InvalidTimestampError):
+        plog.append_as_leader(_built(1, ts=NOW + 5000), leader_epoch=0)
+    plog.update_config(LogConfig(cleanup_policy=("compact",)))
+    with pytest.raises(InvalidRecordError, match="without a key"):
+        plog.append_as_leader(_built(2, key=None), leader_epoch=0)
+    assert_nothing_written(plog, leo, size)
+    # the same bytes as a plain buffer are checked in full: a damaged copy is refused
+    damaged = bytearray(_built(2))
+    damaged[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        plog.append_as_leader(damaged, leader_epoch=0)
+    plog.append_as_leader(_built(2), leader_epoch=0)
+    assert [v for _, v in values(plog)][-2:] == [b"v" * 10] * 2
     plog.close()
 
 
