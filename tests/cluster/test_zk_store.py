@@ -44,6 +44,7 @@ from core.broker.metadata.zk.paths import (
     TopicZNode,
 )
 from core.broker.metadata.zk.store import ZkMetadataStore
+from core.broker.metadata.zk.watches import STATE_READ_BATCH
 from core.clock import ManualClock
 
 from .conftest import free_port
@@ -756,3 +757,54 @@ async def test_several_partition_states_are_written_all_or_nothing(store) -> Non
         await store.update_partition_states(TOPIC.name, stale)
     final = await store.get_partition_states(TOPIC.name)
     assert final[2].leader_epoch == 0 and final[1].leader_epoch == 1
+
+
+async def test_another_broker_hears_every_state_of_a_large_topic_once(
+    open_store: OpenStore,
+) -> None:
+    """Partition states are watched in pipelined batches (``STATE_READ_BATCH``): a
+    topic with more partitions than one batch, every state moved twice by another
+    broker, is heard in full, each change once, and a state written for the first time
+    (a partition created without one) is heard too."""
+    n = STATE_READ_BATCH + 700
+    big = TopicAssignment("big", "T8mVnmYVRVCvG2cHd8hUyB", {p: (1,) for p in range(n)})
+    a = await open_store()
+    await a.create_topic(big, {}, {p: state() for p in range(n - 1)})  # the last: no state
+    b = await open_store()
+    seen = Events(b)
+    for epoch in (1, 2):
+        current = await a.get_partition_states("big")
+        for lo in range(0, n - 1, 200):
+            await a.update_partition_states("big", {
+                p: (state(epoch=epoch), current[p].version) for p in range(lo, min(lo + 200, n - 1))})
+    await a.update_partition_state("big", n - 1, state(epoch=5), expected_version=0)
+    await seen.wait_for(lambda e: e.kind is EventKind.PARTITION_STATE_CHANGED
+                        and e.partition == n - 1 and e.extra["leader_epoch"] == 5)
+
+    def heard() -> list[tuple[int | None, object]]:
+        return [(e.partition, e.extra["leader_epoch"]) for e in seen.seen
+                if e.kind is EventKind.PARTITION_STATE_CHANGED and e.topic == "big"]
+
+    async def all_heard() -> None:
+        while {p for p, epoch in heard() if epoch == 2} != set(range(n - 1)):
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(all_heard(), WAIT_S)
+    assert len(heard()) == len(set(heard()))  # no change announced twice
+    assert (await b.get_partition_states("big"))[n - 1].leader_epoch == 5
+
+
+async def test_state_watches_come_back_after_the_session_expires(
+    zookeeper: str, open_store: OpenStore
+) -> None:
+    a, b = await open_store(), await open_store()
+    seen = Events(b)
+    await a.create_topic(TOPIC, {}, STATES)
+    await seen.wait_for(matching(EventKind.TOPIC_CREATED, "orders"))
+    await expire_session(zookeeper, b)
+    await a.update_partition_state("orders", 1, state(epoch=7), expected_version=0)
+    await seen.wait_for(matching(EventKind.PARTITION_STATE_CHANGED, "orders", leader_epoch=7))
+    mark = seen.mark()
+    await a.update_partition_state("orders", 1, state(epoch=8), expected_version=1)
+    await seen.wait_for(matching(EventKind.PARTITION_STATE_CHANGED, "orders", leader_epoch=8),
+                        after=mark)

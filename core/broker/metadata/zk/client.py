@@ -172,6 +172,24 @@ class ZkClient:
                 continue
         return found
 
+    def get_many_watched(
+        self, watched: Iterable[tuple[str, Callable[[Any], object]]]
+    ) -> tuple[dict[str, tuple[bytes, ZnodeStat]], list[str]]:
+        """Pipelined reads that leave a one-shot watch on each znode (``(path, watcher)``
+        pairs): a data watch on those found, an exists watch (it fires when the znode is
+        created) on those missing. Returns (found, appeared): the znodes read, and those
+        created between their read and their exists watch (watched, not read)."""
+        pending = [(p, w, self.kazoo.get_async(p, watch=w)) for p, w in watched]
+        found, missing = {}, []
+        for path, watcher, result in pending:
+            try:
+                found[path] = result.get(timeout=self.timeout_s)
+            except kz.NoNodeError:
+                missing.append((path, self.kazoo.exists_async(path, watch=watcher)))
+        appeared = [path for path, result in missing
+                    if result.get(timeout=self.timeout_s) is not None]
+        return found, appeared
+
     def subtree(self, root: str) -> list[str]:
         """``root`` and every znode under it, deepest first (a multi-op deletes children
         before parents); empty if ``root`` does not exist."""

@@ -2,15 +2,20 @@
 
 ``zk_store`` announces its own writes itself; changes made by other sessions arrive
 here. Kazoo ``DataWatch``/``ChildrenWatch`` recipes watch ``/brokers/ids``,
-``/controller``, ``/brokers/topics``, each topic znode and partition state, and
-``/config/changes``. Their callbacks run on kazoo threads and only hand the changed
-*key* to the event loop (``call_soon_threadsafe``)::
+``/controller``, ``/brokers/topics``, each topic znode and ``/config/changes``. Partition
+states (one znode per partition: 100,000 in a large cluster) are watched with plain
+one-shot watches instead, set by the re-reads themselves in pipelined batches: a recipe
+per znode reads it once when created and again on every change, one synchronous
+round trip at a time on kazoo's single callback thread, which made a restarted broker of
+33,000 partitions take many minutes to see its leaderships. Callbacks run on kazoo
+threads and only hand the changed *key* to the event loop (``call_soon_threadsafe``)::
 
     ("brokers",)  ("controller",)  ("topics",)  ("config_changes",)
     ("topic", name)  ("state", name, partition)  ("admin", request name)
 
-There one task drains the dirty keys in arrival order: it re-reads each under the
-store's lock, compares it with the view (broker czxids, controller, topics with their
+There one task drains the dirty keys in arrival order (a run of partition-state keys
+in one pipelined read of up to ``STATE_READ_BATCH``, which also sets their next
+watches): it re-reads each under the store's lock, compares it with the view (broker czxids, controller, topics with their
 partitions and state zkVersions, config-change notifications already handled) and
 emits an event for what differs. Writes and re-reads take the same lock and ZooKeeper
 answers one session in order, so a re-read never sees state older than a write it
@@ -19,7 +24,10 @@ tried again after ``REFRESH_RETRY_S``. As with any ZooKeeper watch, changes in q
 succession may be seen as one.
 
 Each armed watch holds a token; disarming (a topic untracked, the view detached)
-drops the token and the watch ends at its next callback.
+drops the token and the watch ends at its next callback. A partition-state watch is
+armed by marking its key dirty: the re-read sets it. Kazoo fires every watch (with no
+path) when the connection is lost, so each state key is re-read, and its watch set
+again, once the connection is back.
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ T = TypeVar("T")
 Key = tuple[Any, ...]  # what a watch reports changed: ("brokers",), ("state", topic, p), ...
 
 REFRESH_RETRY_S = 1.0  # a re-read that failed (connection loss) is tried again after this
+STATE_READ_BATCH = 1000  # partition states re-read (and watched again) in one pipelined read
 
 
 @dataclasses.dataclass(slots=True)
@@ -96,6 +105,9 @@ class ZkClusterView:
         self._admin: dict[str, bytes | None] = {}  # admin request name -> its JSON, if any
         # Watches: a watch whose token is no longer here stops at its next callback.
         self._armed: dict[Key, object] = {}
+        # the one watcher object of each partition-state key (kazoo keeps a set of
+        # watchers per path: the same object set again is not called twice)
+        self._state_watchers: dict[Key, Callable[[Any], None]] = {}
         self._dirty: dict[Key, None] = {}  # keys to re-read, in arrival order
         self._refresher: asyncio.Task[None] | None = None
 
@@ -108,6 +120,7 @@ class ZkClusterView:
         """Stop every watch and re-read; returns the re-read task, for the caller to cancel."""
         self._zk = None
         self._armed.clear()
+        self._state_watchers.clear()
         self._dirty.clear()
         return self._refresher
 
@@ -208,13 +221,19 @@ class ZkClusterView:
         happen on a kazoo thread (kazoo retries them across connection loss, off our pool);
         each first callback marks its key dirty, so a change made before the watch was
         set is not missed."""
-        specs = []
+        specs, states = [], []
         for key, path, children in watches:
             token = object()
             self._armed[key] = token
-            specs.append((key, path, children, token))
+            if key[0] == "state":
+                self._state_watchers[key] = functools.partial(self._on_state_watch, key, token)
+                states.append(key)
+            else:
+                specs.append((key, path, children, token))
         if specs:
             self._client.kazoo.handler.spawn(self._start_watches, specs)
+        for key in states:  # the first re-read sets the watch
+            self._mark_dirty(key)
 
     def _start_watches(self, specs: list[tuple[Key, str, bool, object]]) -> None:
         for key, path, children, token in specs:
@@ -235,6 +254,12 @@ class ZkClusterView:
             return False
         return self.post(self._mark_dirty, key)
 
+    def _on_state_watch(self, key: Key, token: object, _event: Any) -> None:
+        """Kazoo thread: a partition state changed, was created or deleted, or the
+        connection was lost. One-shot: the re-read it asks for sets the next one."""
+        if self._armed.get(key) is token:
+            self.post(self._mark_dirty, key)
+
     def _track_topic(self, name: str, view: TopicView) -> None:
         self._untrack_topic(name)
         self._topics[name] = view
@@ -247,6 +272,7 @@ class ZkClusterView:
         self._armed.pop(("topic", name), None)
         for p in view.partitions:
             self._armed.pop(("state", name, p), None)
+            self._state_watchers.pop(("state", name, p), None)
 
     # --- re-reads --------------------------------------------------------------------------
 
@@ -260,16 +286,33 @@ class ZkClusterView:
     async def _refresh_dirty(self) -> None:
         while self._dirty and self._zk is not None:
             key = next(iter(self._dirty))
-            del self._dirty[key]
+            keys = self._state_run() if key[0] == "state" else [key]
+            for k in keys:
+                del self._dirty[k]
             try:
                 async with self._lock:
-                    await self._refresh(key)
+                    if key[0] == "state":
+                        await self._refresh_states(keys)
+                    else:
+                        await self._refresh(key)
             except (MetadataStoreError, RuntimeError) as exc:
-                log.warning("metadata store: re-reading %s failed (%s); retrying", key, exc)
+                log.warning("metadata store: re-reading %s%s failed (%s); retrying", key,
+                            f" and {len(keys) - 1} more" if len(keys) > 1 else "", exc)
                 if self._loop is not None and self._zk is not None:
-                    self._loop.call_later(REFRESH_RETRY_S, self._mark_dirty, key)
+                    for k in keys:
+                        self._loop.call_later(REFRESH_RETRY_S, self._mark_dirty, k)
             except Exception:
                 log.exception("metadata store: re-reading %s failed", key)
+
+    def _state_run(self) -> list[Key]:
+        """The partition-state keys at the front of the dirty keys, up to
+        ``STATE_READ_BATCH`` (arrival order is kept: the run stops at another key)."""
+        run = []
+        for k in self._dirty:
+            if k[0] != "state" or len(run) == STATE_READ_BATCH:
+                break
+            run.append(k)
+        return run
 
     async def _refresh(self, key: Key) -> None:
         kind = key[0]
@@ -281,8 +324,6 @@ class ZkClusterView:
             await self._refresh_topics()
         elif kind == "topic":
             await self._refresh_topic(key[1])
-        elif kind == "state":
-            await self._refresh_state(key[1], key[2])
         elif kind == "config_changes":
             await self._refresh_config_changes()
         elif kind == "admin":
@@ -332,20 +373,36 @@ class ZkClusterView:
             known.replicas = view.replicas
             self._emit(topic_changed_event(name, []))
 
-    async def _refresh_state(self, topic: str, partition: int) -> None:
-        known = self._topics.get(topic)
-        if known is None or partition not in known.partitions:
+    async def _refresh_states(self, keys: list[Key]) -> None:
+        """Re-read the partition states of ``keys`` in one pipelined read that sets
+        their next watches, and announce those whose zkVersion changed."""
+        watched: list[tuple[Key, str]] = []
+        for key in keys:
+            known = self._topics.get(key[1])
+            watcher = self._state_watchers.get(key)
+            if known is not None and key[2] in known.partitions and watcher is not None:
+                watched.append((key, TopicPartitionStateZNode.path(key[1], key[2])))
+        if not watched:
             return
-        found = await self._call(self._client.get_or_none,
-                                 TopicPartitionStateZNode.path(topic, partition))
-        if found is None:
-            known.versions.pop(partition, None)
-            return
-        if known.versions.get(partition) == found[1].version:
-            return
-        state = TopicPartitionStateZNode.decode(found[0], zk_version=found[1].version)
-        known.versions[partition] = state.version
-        self._emit(state_event(topic, partition, state))
+        found, appeared = await self._call(
+            self._client.get_many_watched,
+            [(path, self._state_watchers[key]) for key, path in watched])
+        for key, path in watched:
+            _, topic, partition = key
+            known = self._topics.get(topic)
+            if known is None or partition not in known.partitions:
+                continue
+            got = found.get(path)
+            if got is None:
+                known.versions.pop(partition, None)
+                if path in appeared:  # created after its read: read it now
+                    self._mark_dirty(key)
+                continue
+            if known.versions.get(partition) == got[1].version:
+                continue
+            state = TopicPartitionStateZNode.decode(got[0], zk_version=got[1].version)
+            known.versions[partition] = state.version
+            self._emit(state_event(topic, partition, state))
 
     async def _refresh_admin(self, name: str) -> None:
         found = await self._call(self._client.get_or_none, AdminRequestZNode.path(name))
