@@ -25,9 +25,10 @@ succession may be seen as one.
 
 Each armed watch holds a token; disarming (a topic untracked, the view detached)
 drops the token and the watch ends at its next callback. A partition-state watch is
-armed by marking its key dirty: the re-read sets it. Kazoo fires every watch (with no
-path) when the connection is lost, so each state key is re-read, and its watch set
-again, once the connection is back.
+set by a pipelined read outside the store's lock (a broker starting with 33,000
+partitions goes on with its startup meanwhile), compared with what the view holds.
+Kazoo fires every watch (with no path) when the connection is lost, so each state key
+is re-read, and its watch set again, once the connection is back.
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ class ZkClusterView:
         # watchers per path: the same object set again is not called twice)
         self._state_watchers: dict[Key, Callable[[Any], None]] = {}
         self._dirty: dict[Key, None] = {}  # keys to re-read, in arrival order
+        self._unwatched: dict[Key, None] = {}  # partition-state keys whose watch is not set
         self._refresher: asyncio.Task[None] | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -122,6 +124,7 @@ class ZkClusterView:
         self._armed.clear()
         self._state_watchers.clear()
         self._dirty.clear()
+        self._unwatched.clear()
         return self._refresher
 
     async def load(self) -> None:
@@ -232,8 +235,9 @@ class ZkClusterView:
                 specs.append((key, path, children, token))
         if specs:
             self._client.kazoo.handler.spawn(self._start_watches, specs)
-        for key in states:  # the first re-read sets the watch
-            self._mark_dirty(key)
+        if states and self._zk is not None:  # set by the refresher, in batches
+            self._unwatched.update(dict.fromkeys(states))
+            self._ensure_refresher()
 
     def _start_watches(self, specs: list[tuple[Key, str, bool, object]]) -> None:
         for key, path, children, token in specs:
@@ -280,11 +284,18 @@ class ZkClusterView:
         if self._zk is None:
             return
         self._dirty[key] = None
+        self._ensure_refresher()
+
+    def _ensure_refresher(self) -> None:
         if self._refresher is None or self._refresher.done():
             self._refresher = asyncio.get_running_loop().create_task(self._refresh_dirty())
 
     async def _refresh_dirty(self) -> None:
-        while self._dirty and self._zk is not None:
+        while (self._dirty or self._unwatched) and self._zk is not None:
+            if self._unwatched:  # one batch of watches, then one re-read, and so on
+                await self._set_state_watches()
+                if not self._dirty:
+                    continue
             key = next(iter(self._dirty))
             keys = self._state_run() if key[0] == "state" else [key]
             for k in keys:
@@ -303,6 +314,43 @@ class ZkClusterView:
                         self._loop.call_later(REFRESH_RETRY_S, self._mark_dirty, k)
             except Exception:
                 log.exception("metadata store: re-reading %s failed", key)
+
+    async def _set_state_watches(self) -> None:
+        """Set the watches of up to ``STATE_READ_BATCH`` partition states just armed,
+        outside the store's lock (startup's reads and writes go on meanwhile): a
+        pipelined read with watches, compared with the view; a state that differs from
+        it (changed since the view read it) is re-read under the lock. A state that
+        changes after its watch was set fires the watch. On failure the keys are
+        re-read the usual way, which sets their watches too."""
+        keys = []
+        for key in self._unwatched:
+            if len(keys) == STATE_READ_BATCH:
+                break
+            keys.append(key)
+        for key in keys:
+            del self._unwatched[key]
+        watched = [(key, TopicPartitionStateZNode.path(key[1], key[2])) for key in keys
+                   if key in self._state_watchers]
+        if not watched:
+            return
+        try:
+            found, appeared = await self._call(
+                self._client.get_many_watched,
+                [(path, self._state_watchers[key]) for key, path in watched])
+        except (MetadataStoreError, RuntimeError) as exc:
+            log.warning("metadata store: watching %d partition states failed (%s); "
+                        "re-reading them", len(watched), exc)
+            for key, _ in watched:
+                self._mark_dirty(key)
+            return
+        for key, path in watched:
+            known = self._topics.get(key[1])
+            if known is None or key[2] not in known.partitions:
+                continue
+            got = found.get(path)
+            version = None if got is None else got[1].version
+            if version != known.versions.get(key[2]) or path in appeared:
+                self._mark_dirty(key)
 
     def _state_run(self) -> list[Key]:
         """The partition-state keys at the front of the dirty keys, up to
