@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import itertools
 import logging
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, TypeVar
@@ -220,10 +221,11 @@ class ZkClusterView:
         return await call(fn, *args)
 
     def _arm(self, watches: Iterable[tuple[Key, str, bool]]) -> None:
-        """Start kazoo watches: (key reported, path, children watch?). Their first reads
+        """Start watches: (key reported, path, children watch?). Recipes' first reads
         happen on a kazoo thread (kazoo retries them across connection loss, off our pool);
         each first callback marks its key dirty, so a change made before the watch was
-        set is not missed."""
+        set is not missed. Partition states go to the refresher, which sets their watches
+        in batches (``_set_state_watches``)."""
         specs, states = [], []
         for key, path, children in watches:
             token = object()
@@ -322,45 +324,52 @@ class ZkClusterView:
         it (changed since the view read it) is re-read under the lock. A state that
         changes after its watch was set fires the watch. On failure the keys are
         re-read the usual way, which sets their watches too."""
-        keys = []
-        for key in self._unwatched:
-            if len(keys) == STATE_READ_BATCH:
-                break
-            keys.append(key)
+        keys = list(itertools.islice(self._unwatched, STATE_READ_BATCH))
         for key in keys:
             del self._unwatched[key]
-        watched = [(key, TopicPartitionStateZNode.path(key[1], key[2])) for key in keys
-                   if key in self._state_watchers]
-        if not watched:
-            return
         try:
-            found, appeared = await self._call(
-                self._client.get_many_watched,
-                [(path, self._state_watchers[key]) for key, path in watched])
+            read = await self._read_states_watched(keys)
         except (MetadataStoreError, RuntimeError) as exc:
             log.warning("metadata store: watching %d partition states failed (%s); "
-                        "re-reading them", len(watched), exc)
-            for key, _ in watched:
+                        "re-reading them", len(keys), exc)
+            for key in keys:
                 self._mark_dirty(key)
             return
-        for key, path in watched:
-            known = self._topics.get(key[1])
-            if known is None or key[2] not in known.partitions:
-                continue
-            got = found.get(path)
+        for key, known, got, appeared in read:
             version = None if got is None else got[1].version
-            if version != known.versions.get(key[2]) or path in appeared:
+            if version != known.versions.get(key[2]) or appeared:
                 self._mark_dirty(key)
+
+    async def _read_states_watched(
+        self, keys: list[Key]
+    ) -> list[tuple[Key, TopicView, tuple[bytes, Any] | None, bool]]:
+        """One pipelined read of the partition states of ``keys`` still tracked, which
+        sets their next watches: ``(key, topic view, (data, stat) or None if missing,
+        created after its read)`` for those still tracked once it answers."""
+        watched = [(key, TopicPartitionStateZNode.path(key[1], key[2])) for key in keys
+                   if key in self._state_watchers and self._tracked(key) is not None]
+        if not watched:
+            return []
+        found, appeared = await self._call(
+            self._client.get_many_watched,
+            [(path, self._state_watchers[key]) for key, path in watched])
+        out = []
+        for key, path in watched:
+            known = self._tracked(key)
+            if known is not None:
+                out.append((key, known, found.get(path), path in appeared))
+        return out
+
+    def _tracked(self, key: Key) -> TopicView | None:
+        """The view of the topic of partition-state ``key``, if it tracks that partition."""
+        known = self._topics.get(key[1])
+        return known if known is not None and key[2] in known.partitions else None
 
     def _state_run(self) -> list[Key]:
         """The partition-state keys at the front of the dirty keys, up to
         ``STATE_READ_BATCH`` (arrival order is kept: the run stops at another key)."""
-        run = []
-        for k in self._dirty:
-            if k[0] != "state" or len(run) == STATE_READ_BATCH:
-                break
-            run.append(k)
-        return run
+        return list(itertools.takewhile(lambda k: k[0] == "state",
+                                        itertools.islice(self._dirty, STATE_READ_BATCH)))
 
     async def _refresh(self, key: Key) -> None:
         kind = key[0]
@@ -424,26 +433,11 @@ class ZkClusterView:
     async def _refresh_states(self, keys: list[Key]) -> None:
         """Re-read the partition states of ``keys`` in one pipelined read that sets
         their next watches, and announce those whose zkVersion changed."""
-        watched: list[tuple[Key, str]] = []
-        for key in keys:
-            known = self._topics.get(key[1])
-            watcher = self._state_watchers.get(key)
-            if known is not None and key[2] in known.partitions and watcher is not None:
-                watched.append((key, TopicPartitionStateZNode.path(key[1], key[2])))
-        if not watched:
-            return
-        found, appeared = await self._call(
-            self._client.get_many_watched,
-            [(path, self._state_watchers[key]) for key, path in watched])
-        for key, path in watched:
+        for key, known, got, appeared in await self._read_states_watched(keys):
             _, topic, partition = key
-            known = self._topics.get(topic)
-            if known is None or partition not in known.partitions:
-                continue
-            got = found.get(path)
             if got is None:
                 known.versions.pop(partition, None)
-                if path in appeared:  # created after its read: read it now
+                if appeared:  # created after its read: read it now
                     self._mark_dirty(key)
                 continue
             if known.versions.get(partition) == got[1].version:
