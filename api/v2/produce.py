@@ -49,6 +49,7 @@ from api.content_types import (
 )
 from api.deps import broker_of
 from api.errors import V2_MEDIA, ApiError, ErrorCode, message_for, spec_for
+from api.gc_pause import cyclic_gc_paused
 from api.hot_routes import HotQuery, hot_route
 from api.idempotency import OPENAPI_PARAMETER as IDEMPOTENCY_PARAMETER
 from api.idempotency import idempotent_request
@@ -391,7 +392,8 @@ async def produce(request: Request, topic: str, partition: int | None) -> Respon
     if fmt in SCHEMA_TYPES:
         records, schema_ids = await parse_schema_produce(request, fmt, topic, body)
     else:
-        records = parse_produce(fmt, body)
+        with cyclic_gc_paused():
+            records = parse_produce(fmt, body)
     acks_value = parse_acks(acks)
     results = await broker_of(request).produce(
         topic, records, partition=partition, acks=acks_value,
