@@ -21,6 +21,8 @@
  * renders those); raises ValueError on a records section that does not parse.
  *
  * b64decode_list(items) -> list[bytes] | None: the base64 columns of a produce request.
+ * produce_columns(body, max_records) -> (values, keys | None) | None: those columns read
+ * straight from a binary produce body of the usual shape (no parsed document).
  * produce_offsets(partitions, offsets) -> bytes: a produce answer's offsets, in JSON.
  */
 #include "_kafka_records.h"
@@ -205,15 +207,25 @@ done:
  * general path then decides and names the bad item. */
 static signed char B64_VALUE[256];
 
+#define B64_BAD 0x01000000u
+static uint32_t B64_D0[256], B64_D1[256], B64_D2[256], B64_D3[256];
+
 static void init_b64_values(void) {
     memset(B64_VALUE, -1, sizeof(B64_VALUE));
-    for (int i = 0; i < 64; i++) B64_VALUE[(unsigned char)B64[i]] = (signed char)i;
+    for (int i = 0; i < 256; i++) B64_D0[i] = B64_D1[i] = B64_D2[i] = B64_D3[i] = B64_BAD;
+    for (int i = 0; i < 64; i++) {
+        unsigned char c = (unsigned char)B64[i];
+        B64_VALUE[c] = (signed char)i;
+        B64_D0[c] = (uint32_t)i << 18;
+        B64_D1[c] = (uint32_t)i << 12;
+        B64_D2[c] = (uint32_t)i << 6;
+        B64_D3[c] = (uint32_t)i;
+    }
 }
 
-static PyObject *decode_one(PyObject *item) {
-    if (!PyUnicode_CheckExact(item) || !PyUnicode_IS_COMPACT_ASCII(item)) return NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(item);
-    const unsigned char *s = (const unsigned char *)PyUnicode_DATA(item);
+/* The bytes of n characters of canonical standard base64 at s; NULL (no exception set)
+ * when they are not that, or with MemoryError set. */
+static PyObject *decode_span(const unsigned char *s, Py_ssize_t n) {
     if (n % 4) return NULL;
     Py_ssize_t pad = 0;
     if (n && s[n - 1] == '=') pad = (n >= 2 && s[n - 2] == '=') ? 2 : 1;
@@ -223,13 +235,14 @@ static PyObject *decode_one(PyObject *item) {
     unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
     Py_ssize_t full = pad ? n - 4 : n;
     for (Py_ssize_t i = 0; i < full; i += 4) {
-        int a = B64_VALUE[s[i]], b = B64_VALUE[s[i + 1]], c = B64_VALUE[s[i + 2]],
-            d = B64_VALUE[s[i + 3]];
-        if ((a | b | c | d) < 0) goto reject;
-        uint32_t v = ((uint32_t)a << 18) | ((uint32_t)b << 12) | ((uint32_t)c << 6) | (uint32_t)d;
-        *o++ = (unsigned char)(v >> 16);
-        *o++ = (unsigned char)(v >> 8);
-        *o++ = (unsigned char)v;
+        /* one table per position, pre-shifted: one OR per character, one test per
+         * quantum (an invalid character sets B64_BAD) */
+        uint32_t v = B64_D0[s[i]] | B64_D1[s[i + 1]] | B64_D2[s[i + 2]] | B64_D3[s[i + 3]];
+        if (v & B64_BAD) goto reject;
+        o[0] = (unsigned char)(v >> 16);
+        o[1] = (unsigned char)(v >> 8);
+        o[2] = (unsigned char)v;
+        o += 3;
     }
     if (pad) {
         const unsigned char *q = s + n - 4;
@@ -245,6 +258,11 @@ static PyObject *decode_one(PyObject *item) {
 reject:
     Py_DECREF(out);
     return NULL;
+}
+
+static PyObject *decode_one(PyObject *item) {
+    if (!PyUnicode_CheckExact(item) || !PyUnicode_IS_COMPACT_ASCII(item)) return NULL;
+    return decode_span((const unsigned char *)PyUnicode_DATA(item), PyUnicode_GET_LENGTH(item));
 }
 
 static PyObject *b64decode_list(PyObject *self, PyObject *arg) {
@@ -263,6 +281,136 @@ static PyObject *b64decode_list(PyObject *self, PyObject *arg) {
         PyList_SET_ITEM(out, i, b);
     }
     return out;
+}
+
+/* produce_columns(body, max_records) -> (values, keys | None) | None
+ *
+ * The records of a binary-format v2 produce body read straight from its JSON text, when
+ * the body is exactly {"records":[ROW, ...]} (JSON whitespace anywhere between tokens)
+ * and every ROW is {"value":B64} or every ROW is {"key":B64,"value":B64} (either order),
+ * each B64 a string of canonical standard base64 with no escape: no dict or str object
+ * per record. None for anything else (another field, null, an escape, an empty or
+ * longer-than-max_records list, a second "records", malformed JSON): the caller's
+ * general parse then decides and names what is wrong. */
+static const unsigned char *skip_ws(const unsigned char *p, const unsigned char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+/* p at '"': the token "name" followed by ':' ; returns past the ':' or NULL */
+static const unsigned char *expect_name(const unsigned char *p, const unsigned char *end,
+                                        const char *name, Py_ssize_t len) {
+    if (end - p < len + 2 || p[0] != '"' || memcmp(p + 1, name, len) != 0 || p[len + 1] != '"')
+        return NULL;
+    p = skip_ws(p + len + 2, end);
+    if (p >= end || *p != ':') return NULL;
+    return skip_ws(p + 1, end);
+}
+
+/* p at '"': a base64 string; its decoded bytes in *out, returns past the closing quote,
+ * or NULL (*out NULL; an exception set only on MemoryError) */
+static const unsigned char *b64_string(const unsigned char *p, const unsigned char *end,
+                                       PyObject **out) {
+    *out = NULL;
+    if (p >= end || *p != '"') return NULL;
+    const unsigned char *start = ++p;
+    /* an escape or any other text before the quote fails the decoding below */
+    p = memchr(start, '"', (size_t)(end - start));
+    if (p == NULL) return NULL;
+    *out = decode_span(start, p - start);
+    return *out == NULL ? NULL : p + 1;
+}
+
+static PyObject *produce_columns(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf;
+    Py_ssize_t max_records;
+    if (!PyArg_ParseTuple(args, "y*n", &buf, &max_records)) return NULL;
+    const unsigned char *p = (const unsigned char *)buf.buf, *end = p + buf.len;
+    PyObject *values = PyList_New(0), *keys = NULL, *v = NULL, *k = NULL;
+    int keyed = -1; /* the shape of the first row decides: 0 value only, 1 key and value */
+    if (values == NULL) goto fail;
+    p = skip_ws(p, end);
+    if (p >= end || *p != '{') goto none;
+    p = skip_ws(p + 1, end);
+    if ((p = expect_name(p, end, "records", 7)) == NULL) goto none;
+    if (p >= end || *p != '[') goto none;
+    p = skip_ws(p + 1, end);
+    for (;;) {
+        if (p >= end || *p != '{') goto none;
+        p = skip_ws(p + 1, end);
+        const unsigned char *q;
+        int row_keyed;
+        if ((q = expect_name(p, end, "value", 5)) != NULL) {
+            if ((p = b64_string(q, end, &v)) == NULL) goto none_or_fail;
+            p = skip_ws(p, end);
+            row_keyed = p < end && *p == ',';
+            if (row_keyed) {
+                p = skip_ws(p + 1, end);
+                if ((q = expect_name(p, end, "key", 3)) == NULL) goto none;
+                if ((p = b64_string(q, end, &k)) == NULL) goto none_or_fail;
+                p = skip_ws(p, end);
+            }
+        } else if ((q = expect_name(p, end, "key", 3)) != NULL) {
+            row_keyed = 1;
+            if ((p = b64_string(q, end, &k)) == NULL) goto none_or_fail;
+            p = skip_ws(p, end);
+            if (p >= end || *p != ',') goto none;
+            p = skip_ws(p + 1, end);
+            if ((q = expect_name(p, end, "value", 5)) == NULL) goto none;
+            if ((p = b64_string(q, end, &v)) == NULL) goto none_or_fail;
+            p = skip_ws(p, end);
+        } else {
+            goto none;
+        }
+        if (p >= end || *p != '}') goto none;
+        p = skip_ws(p + 1, end);
+        if (keyed < 0) {
+            keyed = row_keyed;
+            if (keyed && (keys = PyList_New(0)) == NULL) goto fail;
+        } else if (keyed != row_keyed) {
+            goto none;
+        }
+        if (PyList_GET_SIZE(values) >= max_records) goto none;
+        if (PyList_Append(values, v) < 0) goto fail;
+        Py_CLEAR(v);
+        if (keyed) {
+            if (PyList_Append(keys, k) < 0) goto fail;
+            Py_CLEAR(k);
+        }
+        if (p < end && *p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        break;
+    }
+    if (p >= end || *p != ']') goto none;
+    p = skip_ws(p + 1, end);
+    if (p >= end || *p != '}') goto none;
+    p = skip_ws(p + 1, end);
+    if (p != end) goto none;
+    PyBuffer_Release(&buf);
+    if (keys == NULL) {
+        Py_INCREF(Py_None);
+        keys = Py_None;
+    }
+    return Py_BuildValue("(NN)", values, keys);
+none_or_fail:
+    if (PyErr_Occurred()) goto fail;
+none:
+    Py_XDECREF(v);
+    Py_XDECREF(k);
+    Py_XDECREF(values);
+    Py_XDECREF(keys);
+    PyBuffer_Release(&buf);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(v);
+    Py_XDECREF(k);
+    Py_XDECREF(values);
+    Py_XDECREF(keys);
+    PyBuffer_Release(&buf);
+    return NULL;
 }
 
 /* decimal digits of v (v >= 0) written at o; returns the end */
@@ -367,6 +515,10 @@ static PyMethodDef methods[] = {
     {"produce_offsets", produce_offsets, METH_VARARGS,
      "produce_offsets(partitions, offsets) -> bytes: the comma-separated items of a v2 "
      "produce answer's offsets array for records that all succeeded."},
+    {"produce_columns", produce_columns, METH_VARARGS,
+     "produce_columns(body, max_records) -> (values, keys | None) | None: the records "
+     "of a binary v2 produce body of the usual shape, read from its JSON text; None "
+     "for any other body."},
     {"b64decode_list", b64decode_list, METH_O,
      "b64decode_list(items) -> list[bytes] | None: canonical standard base64 strings "
      "decoded; None if any item is not one."},

@@ -3,7 +3,7 @@
 ``render_batch`` walks the records of one whole v2 batch in C and writes each through
 a JSON template the caller gives (the binary embedded format): no record objects, no
 per-record Python. ``b64decode_list`` decodes the base64 columns of a produce request
-in one call. Both answer None when the extension is missing (installed without a C
+in one call; ``produce_columns`` reads them straight from the usual body's JSON text. Both answer None when the extension is missing (installed without a C
 compiler) or the input is outside their fast case; callers then take their pure-Python
 path, which gives the same bytes.
 """
@@ -28,6 +28,19 @@ def b64decode_list(items: list[object]) -> list[bytes] | None:
     None when the extension is not built or any item is something else (the caller's
     general path then decides, and names the bad item)."""
     return None if _render is None else _render.b64decode_list(items)
+
+
+def produce_columns(body: bytes, max_records: int
+                    ) -> tuple[list[bytes], list[bytes] | None] | None:
+    """``(values, keys)`` of a binary-format v2 produce body read straight from its JSON
+    text (keys None when no row has one), when the body is exactly
+    ``{"records":[ROW, ...]}`` (any JSON whitespace between tokens) with 1 to
+    ``max_records`` rows, every row ``{"value": B64}`` or every row ``{"key": B64,
+    "value": B64}`` (either order), every B64 canonical standard base64 without escapes:
+    what ``orjson.loads`` and ``b64decode_list`` would give, without a dict or str per
+    record. None for any other body, or when the extension is not built: the caller's
+    general parse then decides, and names what is wrong."""
+    return None if _render is None else _render.produce_columns(body, max_records)
 
 
 def produce_offsets(partitions: list[int], offsets: list[int]) -> bytes | None:

@@ -283,14 +283,18 @@ def parse_produce(fmt: EmbeddedFormat, body: bytes) -> ProduceColumns:
     """The request's records as the broker's produce input.
 
     Fast path (binary format, body exactly ``{"records": [...]}`` whose rows are all
-    ``{"value": <base64>}`` or all ``{"key": <base64>, "value": <base64>}``): orjson
-    and C-driven decoding, no pydantic. Anything else (or anything doubtful) goes
+    ``{"value": <base64>}`` or all ``{"key": <base64>, "value": <base64>}``): read in C
+    from the JSON text (``native_render.produce_columns``), else orjson and C-driven
+    decoding, no pydantic. Anything else (or anything doubtful) goes
     through the TypeAdapter, so validation errors are the usual ones. Either way more
     than MAX_RECORDS_PER_REQUEST records are refused first (``check_record_count``)."""
     doc: Any = _NOT_PARSED
     if fmt is EmbeddedFormat.BINARY:
         if prefix_exceeds_record_limit(body, _records_of):
             raise too_many_records()
+        columns = native_render.produce_columns(body, MAX_RECORDS_PER_REQUEST)
+        if columns is not None:  # the usual body, read without a parsed document
+            return ProduceColumns(*columns)
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError:
