@@ -322,6 +322,37 @@ static PyObject *murmur2(PyObject *self, PyObject *args) {
  * partitioner over a column of keys, toPositive(murmur2(key)) % num_partitions; each
  * partition's list holds the indexes of its records in input order; records with a
  * null key are listed under -1. */
+/* Index ints 0..INDEX_CACHE-1, made once: a keyed request's partition lists hold
+ * thousands of them and Python caches only up to 256. */
+#define INDEX_CACHE 16384
+static PyObject *index_ints[INDEX_CACHE];
+
+static PyObject *index_int(Py_ssize_t i) {
+    if (i >= INDEX_CACHE) return PyLong_FromSsize_t(i);
+    PyObject *v = index_ints[i];
+    if (v == NULL && (v = index_ints[i] = PyLong_FromSsize_t(i)) == NULL) return NULL;
+    Py_INCREF(v);
+    return v;
+}
+
+/* The partition of each key (-1: null), into parts; -2 on a key that is not bytes. */
+static int hash_keys(PyObject *keys, Py_ssize_t n, long parts, int32_t *out) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        if (key == Py_None) {
+            out[i] = -1;
+        } else if (PyBytes_CheckExact(key)) {
+            int32_t h = murmur2_hash((const unsigned char *)PyBytes_AS_STRING(key),
+                                     PyBytes_GET_SIZE(key));
+            out[i] = (int32_t)((long)((uint32_t)h & 0x7fffffffu) % parts);
+        } else {
+            PyErr_SetString(PyExc_TypeError, "keys must be bytes or None");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *key_partitions(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *keys;
@@ -332,57 +363,68 @@ static PyObject *key_partitions(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(keys);
-    PyObject *out = PyDict_New();
-    if (out == NULL) return NULL;
-    /* consecutive records often share a partition list: keep the last one at hand */
-    long last_p = -2;
-    PyObject *last_list = NULL;
+    /* part[i]: record i's partition; slot[i]: the rank of that partition among the
+     * distinct ones in order of first appearance (found through a small open-addressing
+     * table), so each list is made at its size once and filled in input order */
+    Py_ssize_t cap = 8;
+    while (cap < 2 * n) cap <<= 1;
+    int32_t *part = PyMem_Malloc(sizeof(int32_t) * (size_t)(2 * n + 2 * cap + 1));
+    if (part == NULL) return PyErr_NoMemory();
+    int32_t *slot = part + n, *table_p = slot + n, *table_s = table_p + cap;
+    int32_t *sizes = NULL;
+    PyObject *out = NULL, **lists = NULL;
+    Py_ssize_t distinct = 0;
+    if (hash_keys(keys, n, (long)parts, part) < 0) goto done;
+    for (Py_ssize_t t = 0; t < cap; t++) table_s[t] = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *key = PyList_GET_ITEM(keys, i);
-        long p;
-        if (key == Py_None) {
-            p = -1;
-        } else if (PyBytes_CheckExact(key)) {
-            int32_t h = murmur2_hash((const unsigned char *)PyBytes_AS_STRING(key),
-                                     PyBytes_GET_SIZE(key));
-            p = (long)((uint32_t)h & 0x7fffffffu) % (long)parts;
-        } else {
-            PyErr_SetString(PyExc_TypeError, "keys must be bytes or None");
-            goto fail;
+        if (i && part[i] == part[i - 1]) {
+            slot[i] = slot[i - 1];
+            continue;
         }
-        PyObject *list = last_list;
-        if (p != last_p) {
-            PyObject *pk = PyLong_FromLong(p);
-            if (pk == NULL) goto fail;
-            list = PyDict_GetItemWithError(out, pk); /* borrowed */
-            if (list == NULL) {
-                if (PyErr_Occurred()) {
-                    Py_DECREF(pk);
-                    goto fail;
-                }
-                list = PyList_New(0);
-                if (list == NULL || PyDict_SetItem(out, pk, list) < 0) {
-                    Py_XDECREF(list);
-                    Py_DECREF(pk);
-                    goto fail;
-                }
-                Py_DECREF(list); /* the dict holds it */
+        Py_ssize_t t = ((uint32_t)part[i] * 2654435761u) & (uint32_t)(cap - 1);
+        while (table_s[t] >= 0 && table_p[t] != part[i]) t = (t + 1) & (cap - 1);
+        if (table_s[t] < 0) {
+            table_p[t] = part[i];
+            table_s[t] = (int32_t)distinct++;
+        }
+        slot[i] = table_s[t];
+    }
+    sizes = PyMem_Calloc((size_t)(distinct ? distinct : 1), sizeof(int32_t));
+    lists = PyMem_Calloc((size_t)(distinct ? distinct : 1), sizeof(PyObject *));
+    if (sizes == NULL || lists == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) sizes[slot[i]]++;
+    out = PyDict_New();
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t sl = slot[i];
+        if (lists[sl] == NULL) { /* first record of this partition */
+            PyObject *pk = PyLong_FromLong(part[i]);
+            PyObject *list = PyList_New(sizes[sl]);
+            if (pk == NULL || list == NULL || PyDict_SetItem(out, pk, list) < 0) {
+                Py_XDECREF(pk);
+                Py_XDECREF(list);
+                goto fail;
             }
             Py_DECREF(pk);
-            last_p = p;
-            last_list = list;
+            Py_DECREF(list); /* the dict holds it */
+            lists[sl] = list;
+            sizes[sl] = 0; /* from now on: the next free position */
         }
-        PyObject *idx = PyLong_FromSsize_t(i);
-        if (idx == NULL || PyList_Append(list, idx) < 0) {
-            Py_XDECREF(idx);
-            goto fail;
-        }
-        Py_DECREF(idx);
+        PyObject *idx = index_int(i);
+        if (idx == NULL) goto fail;
+        PyList_SET_ITEM(lists[sl], sizes[sl]++, idx);
     }
-    return out;
+    goto done;
 fail:
-    Py_DECREF(out);
-    return NULL;
+    Py_CLEAR(out);
+done:
+    PyMem_Free(part);
+    PyMem_Free(sizes);
+    PyMem_Free(lists);
+    return out;
 }
 
 /* scatter_offsets(total, runs) -> (partitions, offsets): the per-record answer of a

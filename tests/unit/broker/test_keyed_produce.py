@@ -53,7 +53,19 @@ def test_key_partitions_groups_in_order_as_kafkas_partitioner(
     for i, k in enumerate(keys):
         expected.setdefault(-1 if k is None else (murmur2(k) & 0x7FFFFFFF) % n, []).append(i)
     assert got == expected
+    assert list(got) == list(expected)  # partitions in order of first appearance
     assert key_partitions(tuple(keys), n) == expected  # not a list: the Python path
+
+
+def test_key_partitions_of_a_large_request_many_partitions() -> None:
+    # past the C extension's cache of index ints (16,384), over 10,000 partitions
+    keys = [None if i % 97 == 0 else b"k%d" % (i * 7919) for i in range(20_000)]
+    expected: dict[int, list[int]] = {}
+    for i, k in enumerate(keys):
+        expected.setdefault(-1 if k is None else (murmur2(k) & 0x7FFFFFFF) % 10_007,
+                            []).append(i)
+    got = key_partitions(keys, 10_007)
+    assert got == expected and list(got) == list(expected)
 
 
 def test_key_partitions_without_the_extension(monkeypatch: pytest.MonkeyPatch) -> None:
