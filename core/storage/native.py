@@ -47,6 +47,9 @@ def encode_batch(values: list[bytes | None], keys: list[bytes | None] | None, ti
     built; TypeError when a column holds what the builder would have to judge."""
     if _native is None:
         return None
+    if compression == codec.NONE:  # header and CRC-32C written in C too
+        return _native.encode_built(values, keys, headers, timestamps, timestamp, idxs,
+                                    *producer, BuiltBatch)
     body, first, max_ts = _native.encode_records(values, keys, headers, timestamps, timestamp,
                                                  idxs)
     if compression != codec.NONE:

@@ -19,6 +19,7 @@ from core.broker.produce import partitioner
 from core.broker.produce.partitioner import key_partitions, murmur2, partition_for_key
 from core.broker.types import ProduceColumns, ProduceRecord
 from core.storage import codec, native
+from core.storage.batch import BuiltBatch, set_producer
 from core.storage.records import build_batch_at, decode_batch
 
 needs_c = pytest.mark.skipif(not native.AVAILABLE, reason="C extension not built")
@@ -99,12 +100,27 @@ def test_c_batches_equal_the_python_builders_byte_for_byte(data: st.DataObject) 
     now = data.draw(st.integers(0, 2**45))
     idxs = data.draw(st.just(range(n)) | st.lists(st.integers(0, n - 1), min_size=1)
                      .map(sorted))
-    got = build_batch_at(values, keys, headers, stamps, now, idxs, max_bytes=2**31)
+    producer = data.draw(st.none() | st.tuples(st.integers(0, 2**63 - 1),
+                                               st.integers(0, 2**15 - 1),
+                                               st.integers(0, 2**31 - 1)))
+    got = build_batch_at(values, keys, headers, stamps, now, idxs, max_bytes=2**31,
+                         **({} if producer is None else {"producer": producer}))
     assert got is not None
+    assert type(got) is BuiltBatch
     for c in PYTHON_CODECS:
-        assert got == _python_batch(values, keys, headers, stamps, now, idxs, c), c.name
+        expected = _python_batch(values, keys, headers, stamps, now, idxs, c)
+        if producer is not None:
+            set_producer(expected, *producer)
+        assert got == expected, c.name
     records = decode_batch(bytes(got))
     assert [r.value for r in records] == [values[i] for i in idxs]
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=5000))
+def test_c_crc32c_is_the_batch_crc(data: bytes) -> None:
+    assert native._native.crc32c(data) == codec.crc32c(data)
 
 
 @needs_c
