@@ -475,6 +475,73 @@ static PyObject *produce_offsets(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* produce_offsets_runs(total, runs) -> bytes | None: produce_offsets of a request spread
+ * over several partitions, from its runs: (partition, first_offset, order), order the
+ * input indexes appended to partition in log order from first_offset (a list or a
+ * range). None unless the runs cover every index below total exactly once (failed
+ * records: the caller's general path). */
+static PyObject *produce_offsets_runs(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t total;
+    PyObject *runs, *out = NULL;
+    if (!PyArg_ParseTuple(args, "nO!", &total, &PyList_Type, &runs)) return NULL;
+    if (total <= 0) Py_RETURN_NONE;
+    long long *part = PyMem_Malloc(sizeof(long long) * 2 * (size_t)total);
+    if (part == NULL) return PyErr_NoMemory();
+    long long *off = part + total;
+    for (Py_ssize_t i = 0; i < total; i++) part[i] = -1;
+    Py_ssize_t filled = 0;
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(runs); r++) {
+        PyObject *run = PyList_GET_ITEM(runs, r);
+        if (!PyTuple_CheckExact(run) || PyTuple_GET_SIZE(run) != 3) goto none;
+        long long p = PyLong_AsLongLong(PyTuple_GET_ITEM(run, 0));
+        long long first = PyLong_AsLongLong(PyTuple_GET_ITEM(run, 1));
+        if (((p == -1 || first == -1) && PyErr_Occurred()) || p < 0) goto fail_or_none;
+        PyObject *seq = PySequence_Fast(PyTuple_GET_ITEM(run, 2), "order is not a sequence");
+        if (seq == NULL) goto fail_or_none;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        for (Py_ssize_t k = 0; k < n; k++) {
+            Py_ssize_t i = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, k));
+            if (i < 0 || i >= total || part[i] >= 0) { /* also an error from the int */
+                Py_DECREF(seq);
+                goto fail_or_none;
+            }
+            part[i] = p;
+            off[i] = first + k;
+        }
+        filled += n;
+        Py_DECREF(seq);
+    }
+    if (filled != total) goto none;
+    const Py_ssize_t fixed = sizeof(OFFSET_HEAD) - 1 + sizeof(OFFSET_MID) - 1 +
+                             sizeof(OFFSET_TAIL) - 1 + 1 + 2 * 21;
+    out = PyBytes_FromStringAndSize(NULL, total * fixed);
+    if (out == NULL) goto done;
+    char *start = PyBytes_AS_STRING(out), *o = start;
+    for (Py_ssize_t i = 0; i < total; i++) {
+        if (i) *o++ = ',';
+        memcpy(o, OFFSET_HEAD, sizeof(OFFSET_HEAD) - 1);
+        o = write_int(o + sizeof(OFFSET_HEAD) - 1, part[i]);
+        memcpy(o, OFFSET_MID, sizeof(OFFSET_MID) - 1);
+        o = write_int(o + sizeof(OFFSET_MID) - 1, off[i]);
+        memcpy(o, OFFSET_TAIL, sizeof(OFFSET_TAIL) - 1);
+        o += sizeof(OFFSET_TAIL) - 1;
+    }
+    _PyBytes_Resize(&out, o - start); /* NULL and an exception on failure */
+    goto done;
+fail_or_none:
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_MemoryError)) PyErr_Clear();
+        else goto done;
+    }
+none:
+    Py_INCREF(Py_None);
+    out = Py_None;
+done:
+    PyMem_Free(part);
+    return out;
+}
+
 /* produce_offsets_range(partition, first, count) -> bytes: produce_offsets for
  * `count` records appended to one partition at consecutive offsets from `first`. */
 static PyObject *produce_offsets_range(PyObject *self, PyObject *args) {
@@ -512,6 +579,9 @@ static PyMethodDef methods[] = {
     {"produce_offsets_range", produce_offsets_range, METH_VARARGS,
      "produce_offsets_range(partition, first, count) -> bytes: produce_offsets for "
      "consecutive offsets of one partition."},
+    {"produce_offsets_runs", produce_offsets_runs, METH_VARARGS,
+     "produce_offsets_runs(total, runs) -> bytes | None: produce_offsets of a request "
+     "spread over several partitions, from its runs."},
     {"produce_offsets", produce_offsets, METH_VARARGS,
      "produce_offsets(partitions, offsets) -> bytes: the comma-separated items of a v2 "
      "produce answer's offsets array for records that all succeeded."},

@@ -10,6 +10,8 @@ path, which gives the same bytes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from core.storage.batch import LOG_APPEND_TIME, BatchHeader, parse_header
 from core.storage.errors import CorruptRecordError
 from core.storage.native import records_section
@@ -48,6 +50,15 @@ def produce_offsets(partitions: list[int], offsets: list[int]) -> bytes | None:
     record successful: ``{"partition":P,"offset":O,"error_code":null,"error":null}``, the
     bytes orjson writes for those dicts. None when the extension is not built."""
     return None if _render is None else _render.produce_offsets(partitions, offsets)
+
+
+def produce_offsets_runs(total: int, runs: list[tuple[int, int, Sequence[int]]]
+                         ) -> bytes | None:
+    """``produce_offsets`` of a request spread over several partitions, read from its
+    runs (``ProduceResults.runs``: partition, first offset, the input indexes appended
+    there in log order) without the per-record lists. None when the extension is not
+    built or the runs do not cover every record exactly once."""
+    return None if _render is None else _render.produce_offsets_runs(total, runs)
 
 
 def produce_offsets_range(partition: int, first: int, count: int) -> bytes | None:

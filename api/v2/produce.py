@@ -242,6 +242,10 @@ def produce_answer(results: Sequence[RecordResult], *, strict: bool,
                 return 200, b'{"offsets":[' + items + _ANSWER_TAIL
             text = _HEAD % p + (_SEP % p).join(map(str, offsets)) + _TAIL
             return 200, text.encode()
+        if results.runs is not None:  # several partitions, from the runs: in C
+            items = native_render.produce_offsets_runs(len(results), results.runs)
+            if items is not None:
+                return 200, b'{"offsets":[' + items + _ANSWER_TAIL
         parts, offsets = results.partitions, results.offsets
         if type(parts) is list and type(offsets) is list:  # several partitions: in C
             items = native_render.produce_offsets(parts, offsets)  # type: ignore[arg-type]

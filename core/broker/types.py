@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from core.errors import FranzError
+from core.storage import native
 
 #: The internal topic of consumer-group offsets and membership (Kafka's name).
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -186,9 +187,14 @@ class ProduceResults(_Columns, Sequence[RecordResult]):
 
     ``partitions`` / ``timestamps``: one value for every record, or one per record;
     ``offsets``: one per record (a ``range`` when contiguous); ``errors``: index ->
-    error of the records that failed (their other fields read as None)."""
+    error of the records that failed (their other fields read as None).
 
-    __slots__ = ("errors", "offsets", "partitions", "timestamps")
+    A request spread over several partitions is made by ``scattered`` from its
+    ``runs`` (partition, first offset, the input indexes appended there in log order):
+    ``partitions`` and ``offsets`` are then filled in on first access, and a renderer
+    may read the runs instead (``api.native_render.produce_offsets_runs``)."""
+
+    __slots__ = ("_offsets", "_partitions", "_total", "errors", "runs", "timestamps")
 
     def __init__(
         self,
@@ -197,13 +203,51 @@ class ProduceResults(_Columns, Sequence[RecordResult]):
         timestamps: int | Sequence[int | None] | None,
         errors: dict[int, FranzError] | None = None,
     ) -> None:
-        self.partitions = partitions
-        self.offsets = offsets
+        self._partitions = partitions
+        self._offsets: Sequence[int | None] | None = offsets
+        self._total = len(offsets)
         self.timestamps = timestamps
         self.errors = errors or {}
+        self.runs: list[tuple[int, int, Sequence[int]]] | None = None
+
+    @classmethod
+    def scattered(cls, total: int, runs: list[tuple[int, int, Sequence[int]]],
+                  timestamps: int | Sequence[int | None] | None,
+                  errors: dict[int, FranzError] | None = None) -> ProduceResults:
+        """``total`` results from ``runs``: ``(partition, first_offset, order)``, ``order``
+        the input indexes appended to ``partition`` in log order from ``first_offset``;
+        the records in no run read None (the failed ones, in ``errors``)."""
+        out = cls(None, (), timestamps, errors)
+        out._offsets, out._total, out.runs = None, total, runs
+        return out
+
+    def _scatter(self) -> None:
+        assert self.runs is not None
+        scattered = native.scatter_offsets(self._total, self.runs)
+        if scattered is None:  # without the C extension
+            partitions: list[int | None] = [None] * self._total
+            offsets: list[int | None] = [None] * self._total
+            for p, first, order in self.runs:
+                for k, i in enumerate(order):
+                    partitions[i], offsets[i] = p, first + k
+            scattered = partitions, offsets
+        self._partitions, self._offsets = scattered
+
+    @property
+    def partitions(self) -> int | Sequence[int | None] | None:
+        if self._offsets is None:
+            self._scatter()
+        return self._partitions
+
+    @property
+    def offsets(self) -> Sequence[int | None]:
+        if self._offsets is None:
+            self._scatter()
+        assert self._offsets is not None
+        return self._offsets
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self._total
 
     def _item(self, i: int) -> RecordResult:
         error = self.errors.get(i) if self.errors else None

@@ -30,7 +30,6 @@ from core.broker.produce.partitioner import (
 )
 from core.broker.types import ProduceColumns, ProduceRecord, ProduceResults, TopicPartition
 from core.errors import FranzError
-from core.storage import native
 from core.storage.batch import HEADER_SIZE, set_producer
 from core.storage.errors import MessageTooLargeError
 from core.storage.log import AppendInfo
@@ -232,15 +231,6 @@ async def produce_to_topic(
                                   only.timestamps)
     runs = [(part.partition, part.first_offset, part.order) for part in parts
             if part.first_offset is not None]
-    scattered = native.scatter_offsets(total, runs)
-    if scattered is None:
-        partitions: list[int | None] = [None] * total
-        offsets: list[int | None] = [None] * total
-        for p, first, order in runs:  # without the C extension
-            _consume(map(partitions.__setitem__, order, repeat(p, len(order))))
-            _consume(map(offsets.__setitem__, order, range(first, first + len(order))))
-    else:
-        partitions, offsets = scattered
     # one timestamp for every record (the usual "now"; failed records read None), or
     # one per record
     stamps = [part.timestamps for part in parts if part.first_offset is not None]
@@ -254,7 +244,7 @@ async def produce_to_topic(
             ts, order = part.timestamps, part.order
             _consume(map(timestamps.__setitem__, order,
                          ts if isinstance(ts, list) else repeat(ts, len(order))))
-    return ProduceResults(partitions, offsets, timestamps, errors)
+    return ProduceResults.scattered(total, runs, timestamps, errors)  # type: ignore[arg-type]
 
 
 async def _append(target: AppendTarget, items: list[tuple[TopicPartition, bytearray]], *,

@@ -189,3 +189,35 @@ def test_produce_offsets_range_writes_orjsons_bytes(partition: int, first: int, 
     expected = orjson.dumps([{"partition": partition, "offset": first + i, "error_code": None,
                               "error": None} for i in range(n)])
     assert b"[" + native_render.produce_offsets_range(partition, first, n) + b"]" == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_produce_offsets_runs_writes_the_scattered_results(data: st.DataObject) -> None:
+    from core.broker.types import ProduceResults
+
+    total = data.draw(st.integers(1, 80))
+    order = data.draw(st.permutations(range(total)))
+    cuts = sorted(data.draw(st.sets(st.integers(1, total - 1), max_size=5))) if total > 1 else []
+    runs, start = [], 0
+    for end in [*cuts, total]:
+        idxs = sorted(order[start:end])
+        runs.append((data.draw(st.integers(0, 2**31 - 1)), data.draw(st.integers(0, 2**62)),
+                     range(idxs[0], idxs[0] + 1) if len(idxs) == 1 else idxs))
+        start = end
+    results = ProduceResults.scattered(total, runs, 1_700_000_000_000)
+    expected = orjson.dumps([{"partition": r.partition, "offset": r.offset,
+                              "error_code": None, "error": None} for r in results])
+    assert b"[" + native_render.produce_offsets_runs(total, runs) + b"]" == expected
+    assert native_render.produce_offsets(list(results.partitions), list(results.offsets)) \
+        == native_render.produce_offsets_runs(total, runs)
+
+
+def test_produce_offsets_runs_declines_runs_that_do_not_cover_every_record() -> None:
+    assert native_render.produce_offsets_runs(3, [(1, 100, [0, 2])]) is None  # 1 missing
+    assert native_render.produce_offsets_runs(2, [(1, 100, [0, 0])]) is None  # twice
+    assert native_render.produce_offsets_runs(2, [(1, 100, [0, 5])]) is None  # past total
+    assert native_render.produce_offsets_runs(2, [(1, 100, [0, "x"])]) is None
+    assert native_render.produce_offsets_runs(2, [(1, 100, [0]), (0, 7, [1])]) == (
+        b'{"partition":1,"offset":100,"error_code":null,"error":null},'
+        b'{"partition":0,"offset":7,"error_code":null,"error":null}')
