@@ -14,7 +14,7 @@ setup(
     ext_modules=[
         Extension("core.storage._native", ["core/storage/_native.c"], optional=True,
                   include_dirs=["core/storage"], depends=["core/storage/_kafka_records.h"],
-                  extra_compile_args=["-O2"]),
+                  extra_compile_args=["-O2", "-pthread"], extra_link_args=["-pthread"]),
         Extension("api._render", ["api/_render.c"], optional=True,
                   include_dirs=["core/storage"], depends=["core/storage/_kafka_records.h"],
                   extra_compile_args=["-O2"]),

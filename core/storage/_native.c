@@ -657,12 +657,80 @@ fail:
     return NULL;
 }
 
+/* start_sync_thread(requests_fd, results_fd): a thread of its own, without the GIL,
+ * that reads 8-byte requests (int32 fd, int32 token; native byte order) from
+ * requests_fd, calls fdatasync(fd) then close(fd) (the caller sends a dup), and writes
+ * 8-byte results (int32 token, int32 errno or 0) to results_fd. It ends, closing both
+ * fds, at end of file on requests_fd or when results_fd is closed (EPIPE). */
+#include <pthread.h>
+#include <unistd.h>
+#include <errno.h>
+
+typedef struct {
+    int requests, results;
+} SyncPipes;
+
+static int full_io(int fd, void *buf, size_t n, int writing) {
+    char *p = buf;
+    while (n) {
+        ssize_t k = writing ? write(fd, p, n) : read(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static void *sync_thread(void *arg) {
+    SyncPipes pipes = *(SyncPipes *)arg;
+    free(arg);
+    for (;;) {
+        int32_t req[2], res[2];
+        if (full_io(pipes.requests, req, sizeof(req), 0) < 0) break;
+        int rc = fdatasync(req[0]);
+        res[0] = req[1];
+        res[1] = rc == 0 ? 0 : errno;
+        close(req[0]);
+        if (full_io(pipes.results, res, sizeof(res), 1) < 0) break;
+    }
+    close(pipes.requests);
+    close(pipes.results);
+    return NULL;
+}
+
+static PyObject *start_sync_thread(PyObject *self, PyObject *args) {
+    (void)self;
+    int requests, results;
+    if (!PyArg_ParseTuple(args, "ii", &requests, &results)) return NULL;
+    SyncPipes *pipes = malloc(sizeof(SyncPipes));
+    if (pipes == NULL) return PyErr_NoMemory();
+    pipes->requests = requests;
+    pipes->results = results;
+    pthread_attr_t attr;
+    pthread_t thread;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    int rc = pthread_create(&thread, &attr, sync_thread, pipes);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        free(pipes);
+        errno = rc;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"encode_built", encode_built, METH_VARARGS,
      "encode_built(values, keys, headers, timestamps, now, idxs, producer_id, "
      "producer_epoch, base_sequence, cls) -> cls: a whole uncompressed v2 batch of "
      "encode_records' records, CRC set."},
     {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data) -> int: CRC-32C of the bytes."},
+    {"start_sync_thread", start_sync_thread, METH_VARARGS,
+     "start_sync_thread(requests_fd, results_fd): a GIL-free thread serving fdatasync "
+     "requests (see core.storage.data_sync)."},
     {"scatter_offsets", scatter_offsets, METH_VARARGS,
      "scatter_offsets(total, runs) -> (partitions, offsets): per-record partitions and "
      "offsets in input order from (partition, first_offset, order) runs."},

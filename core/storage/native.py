@@ -76,6 +76,15 @@ def scatter_offsets(total: int, runs: list[tuple[int, int, Sequence[int]]]
     return None if _native is None else _native.scatter_offsets(total, runs)
 
 
+def start_sync_thread(requests_fd: int, results_fd: int) -> None:
+    """Start the C thread of ``core.storage.data_sync`` on these pipe ends (it owns
+    them from now on); OSError when the extension is not built or the thread cannot
+    start."""
+    if _native is None:
+        raise OSError("the C extension is not built")
+    _native.start_sync_thread(requests_fd, results_fd)
+
+
 def murmur2(data: bytes) -> int | None:
     """Kafka's ``Utils.murmur2`` of ``data`` (signed 32 bits); None without the extension."""
     return None if _native is None else _native.murmur2(data)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -44,6 +43,7 @@ from core.clock import Clock
 from core.errors import FranzError
 from core.storage.blocking import run_blocking
 from core.storage.config import LogConfig
+from core.storage.data_sync import DataSyncer
 from core.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from core.storage.log import AppendInfo, FetchData
 from core.storage.log_manager import LogManager
@@ -113,6 +113,7 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self._epoch_writer = EpochCheckpointWriter()  # new leaders' epochs, off the loop
+        self._syncer = DataSyncer()  # flush.messages' fdatasyncs, on a GIL-free thread
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -130,6 +131,7 @@ class ReplicaManager:
         if self.fetchers is not None:
             await self.fetchers.stop()
         await self._epoch_writer.drain()
+        self._syncer.close()
 
     async def _shrink_loop(self) -> None:
         lag_ms = self.settings.lag_time_max_ms
@@ -352,7 +354,7 @@ class ReplicaManager:
         log.mark_synced(target)
 
     async def _fdatasync(self, fd: int) -> None:
-        await run_blocking(os.fdatasync, fd)
+        await self._syncer.fdatasync(fd)
 
     async def await_high_watermark(self, p: Partition, target: int, timeout_ms: int) -> None:
         """Until ``p``'s HW reaches ``target``, woken by HW moves; RequestTimedOutError after
