@@ -262,9 +262,11 @@ class ProduceResults(_Columns, Sequence[RecordResult]):
 
     @property
     def contiguous(self) -> bool:
-        """One partition, consecutive offsets, no failures: the common answer."""
-        return not self.errors and isinstance(self.partitions, int) and isinstance(
-            self.offsets, range) and self.offsets.step == 1
+        """One partition, consecutive offsets, no failures: the common answer. Never
+        a ``scattered`` one (asking does not fill its per-record lists)."""
+        offsets = self._offsets
+        return not self.errors and isinstance(self._partitions, int) and isinstance(
+            offsets, range) and offsets.step == 1
 
     if TYPE_CHECKING:  # pragma: no cover
 

@@ -221,3 +221,19 @@ def test_produce_offsets_runs_declines_runs_that_do_not_cover_every_record() -> 
     assert native_render.produce_offsets_runs(2, [(1, 100, [0]), (0, 7, [1])]) == (
         b'{"partition":1,"offset":100,"error_code":null,"error":null},'
         b'{"partition":0,"offset":7,"error_code":null,"error":null}')
+
+
+def test_a_scattered_answer_is_rendered_without_filling_its_lists() -> None:
+    from api.v2.produce import produce_answer
+    from core.broker.types import ProduceResults
+
+    results = ProduceResults.scattered(3, [(1, 100, [0, 2]), (0, 5, [1])], 1_700_000_000_000)
+    assert not results.contiguous
+    status, body = produce_answer(results, strict=False)
+    assert results._offsets is None  # rendered from the runs
+    assert status == 200
+    assert orjson.loads(body)["offsets"] == [
+        {"partition": 1, "offset": 100, "error_code": None, "error": None},
+        {"partition": 0, "offset": 5, "error_code": None, "error": None},
+        {"partition": 1, "offset": 101, "error_code": None, "error": None}]
+    assert [r.offset for r in results] == [100, 5, 101]  # filled when asked
