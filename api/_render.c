@@ -321,6 +321,20 @@ static const unsigned char *b64_string(const unsigned char *p, const unsigned ch
     return *out == NULL ? NULL : p + 1;
 }
 
+/* p at a field of a row, "value":B64 or "key":B64, decoded into *v or *k (each at most
+ * once per row); returns past it and the whitespace after, or NULL */
+static const unsigned char *row_field(const unsigned char *p, const unsigned char *end,
+                                      PyObject **v, PyObject **k) {
+    const unsigned char *q;
+    PyObject **slot;
+    if ((q = expect_name(p, end, "value", 5)) != NULL) slot = v;
+    else if ((q = expect_name(p, end, "key", 3)) != NULL) slot = k;
+    else return NULL;
+    if (*slot != NULL) return NULL; /* the same field twice */
+    if ((p = b64_string(q, end, slot)) == NULL) return NULL;
+    return skip_ws(p, end);
+}
+
 static PyObject *produce_columns(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer buf;
@@ -339,30 +353,11 @@ static PyObject *produce_columns(PyObject *self, PyObject *args) {
     for (;;) {
         if (p >= end || *p != '{') goto none;
         p = skip_ws(p + 1, end);
-        const unsigned char *q;
-        int row_keyed;
-        if ((q = expect_name(p, end, "value", 5)) != NULL) {
-            if ((p = b64_string(q, end, &v)) == NULL) goto none_or_fail;
-            p = skip_ws(p, end);
-            row_keyed = p < end && *p == ',';
-            if (row_keyed) {
-                p = skip_ws(p + 1, end);
-                if ((q = expect_name(p, end, "key", 3)) == NULL) goto none;
-                if ((p = b64_string(q, end, &k)) == NULL) goto none_or_fail;
-                p = skip_ws(p, end);
-            }
-        } else if ((q = expect_name(p, end, "key", 3)) != NULL) {
-            row_keyed = 1;
-            if ((p = b64_string(q, end, &k)) == NULL) goto none_or_fail;
-            p = skip_ws(p, end);
-            if (p >= end || *p != ',') goto none;
-            p = skip_ws(p + 1, end);
-            if ((q = expect_name(p, end, "value", 5)) == NULL) goto none;
-            if ((p = b64_string(q, end, &v)) == NULL) goto none_or_fail;
-            p = skip_ws(p, end);
-        } else {
-            goto none;
-        }
+        if ((p = row_field(p, end, &v, &k)) == NULL) goto none_or_fail;
+        if (p < end && *p == ',' && (p = row_field(skip_ws(p + 1, end), end, &v, &k)) == NULL)
+            goto none_or_fail;
+        if (v == NULL) goto none; /* a key without a value */
+        int row_keyed = k != NULL;
         if (p >= end || *p != '}') goto none;
         p = skip_ws(p + 1, end);
         if (keyed < 0) {

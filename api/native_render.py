@@ -3,9 +3,10 @@
 ``render_batch`` walks the records of one whole v2 batch in C and writes each through
 a JSON template the caller gives (the binary embedded format): no record objects, no
 per-record Python. ``b64decode_list`` decodes the base64 columns of a produce request
-in one call; ``produce_columns`` reads them straight from the usual body's JSON text. Both answer None when the extension is missing (installed without a C
-compiler) or the input is outside their fast case; callers then take their pure-Python
-path, which gives the same bytes.
+in one call; ``produce_columns`` reads them straight from the usual body's JSON text.
+Each answers None when the extension is missing (installed without a C compiler) or the
+input is outside its fast case; callers then take their pure-Python path, which gives
+the same result.
 """
 
 from __future__ import annotations

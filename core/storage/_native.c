@@ -12,6 +12,10 @@
  */
 #include "_kafka_records.h"
 
+#include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
+
 /* record_sizes(records, count) -> list[int]: s[i] = key + value bytes of the first i
  * records (count + 1 items; a null counts 0). Headers are skipped, not parsed. */
 static PyObject *record_sizes(PyObject *self, PyObject *args) {
@@ -662,10 +666,6 @@ fail:
  * requests_fd, calls fdatasync(fd) then close(fd) (the caller sends a dup), and writes
  * 8-byte results (int32 token, int32 errno or 0) to results_fd. It ends, closing both
  * fds, at end of file on requests_fd or when results_fd is closed (EPIPE). */
-#include <pthread.h>
-#include <unistd.h>
-#include <errno.h>
-
 typedef struct {
     int requests, results;
 } SyncPipes;

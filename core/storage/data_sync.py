@@ -40,7 +40,6 @@ class DataSyncer:
         self._results = -1  # read end of the result pipe
         self._tokens = count()
         self._waiting: dict[int, asyncio.Future[int]] = {}
-        self._pending = b""
         self._broken = not native.AVAILABLE
 
     async def fdatasync(self, fd: int) -> None:
@@ -83,13 +82,13 @@ class DataSyncer:
         return True
 
     def _on_results(self) -> None:
+        # the thread writes whole 8-byte results (a pipe write of at most PIPE_BUF
+        # bytes is atomic) and a read of a multiple of 8 takes whole ones
         try:
-            data = self._pending + os.read(self._results, 8 * 256)
+            data = os.read(self._results, _RESULT.size * 256)
         except BlockingIOError:
             return
-        whole = len(data) - len(data) % _RESULT.size
-        self._pending = data[whole:]
-        for token, err in _RESULT.iter_unpack(data[:whole]):
+        for token, err in _RESULT.iter_unpack(data):
             waiter = self._waiting.pop(token, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(err)

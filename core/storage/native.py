@@ -52,8 +52,7 @@ def encode_batch(values: list[bytes | None], keys: list[bytes | None] | None, ti
                                     *producer, BuiltBatch)
     body, first, max_ts = _native.encode_records(values, keys, headers, timestamps, timestamp,
                                                  idxs)
-    if compression != codec.NONE:
-        body = codec.compress(compression, body)
+    body = codec.compress(compression, body)
     n = len(values) if idxs is None else len(idxs)
     return assemble_batch(BatchHeader(0, 0, -1, 2, 0, compression, n - 1, first, max_ts,
                                       *producer, n), body, BuiltBatch)
