@@ -49,10 +49,10 @@ import os
 import random
 import shutil
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 from core.clock import Clock
 from core.errors import FranzError
@@ -99,9 +99,8 @@ _PRODUCER_ID_AT = 43  # byte of producerId in the batch header
 _JITTER_RNG = random.Random()  # shared: seeding one per log costs a urandom read each
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """What an append wrote. ``log_append_time`` is -1 unless the topic uses
+class AppendInfo(NamedTuple):
+    """What an append wrote (a named tuple: one is made per partition append). ``log_append_time`` is -1 unless the topic uses
     LogAppendTime. An empty append has ``num_records == 0`` and ``last_offset ==
     first_offset - 1``.
 
@@ -386,15 +385,9 @@ class PartitionLog:
     ) -> BatchMetadata | None:
         """``ProducerStateManager.check_batches`` on the headers with the offsets they
         would get (its messages name them) and the partition named in its errors."""
-
-        def at_log_end() -> Iterator[BatchHeader]:
-            offset = self.log_end_offset
-            for _pos, h in batches:
-                yield h._replace(base_offset=offset)
-                offset += h.last_offset_delta + 1
-
         try:
-            return self.producer_state.check_batches(at_log_end())
+            return self.producer_state.check_batches(
+                [h for _pos, h in batches], first_offset=self.log_end_offset)
         except (OutOfOrderSequenceError, InvalidProducerEpochError) as exc:
             raise type(exc)(f"{exc.message} (append to {where})") from None
 
@@ -465,12 +458,9 @@ class PartitionLog:
         )  # fmt: skip
 
     def _append_info(self, append: ValidatedAppend, *, log_append_time: int) -> AppendInfo:
-        return AppendInfo(
-            first_offset=append.first_offset, last_offset=append.last_offset,
-            max_timestamp=append.max_timestamp, log_append_time=log_append_time,
-            num_records=append.num_records, size=len(append.data),
-            log_start_offset=self.log_start_offset,
-        )  # fmt: skip
+        return AppendInfo(append.first_offset, append.last_offset, append.max_timestamp,
+                          log_append_time, append.num_records, len(append.data),
+                          self.log_start_offset)
 
     # --- rolling and flushing --------------------------------------------------------
 

@@ -16,8 +16,7 @@ CRC); LogAppendTime rewrites maxTimestamp and the attributes and recomputes the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from core.storage import codec, native
 from core.storage.batch import (
@@ -48,8 +47,7 @@ NO_TIMESTAMP = -1
 LOG_APPEND_TIME_NAME = "LogAppendTime"
 
 
-@dataclass(frozen=True, slots=True)
-class ValidatedAppend:
+class ValidatedAppend(NamedTuple):
     """Batches ready to be written: ``data`` carries final offsets and epochs."""
 
     data: bytearray

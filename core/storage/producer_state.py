@@ -232,26 +232,27 @@ class ProducerStateEntry:
 
 def _validate(
     producer_id: int, base_epoch: int, epoch_now: int, last_seq_now: int,
-    header: BatchHeader,
+    header: BatchHeader, offset: int,
 ) -> None:
     """Kafka's ``checkProducerEpoch`` + ``checkSequence`` for a client batch.
     ``base_epoch``: the stored state's epoch (-1 without state); ``epoch_now`` and
-    ``last_seq_now``: after the earlier batches of the same append."""
+    ``last_seq_now``: after the earlier batches of the same append; ``offset``: the
+    batch's base offset, named in the errors."""
     epoch = header.producer_epoch
     first_seq = header.base_sequence
     if epoch < epoch_now:
         raise InvalidProducerEpochError(
-            f"epoch {epoch} of producer {producer_id} at offset {header.base_offset} is "
+            f"epoch {epoch} of producer {producer_id} at offset {offset} is "
             f"older than the last seen epoch {epoch_now}")
     if epoch != epoch_now:
         if first_seq != 0 and epoch_now != NO_PRODUCER_EPOCH:
             raise OutOfOrderSequenceError(
                 f"producer {producer_id} started epoch {epoch} (after {epoch_now}) with "
-                f"sequence {first_seq} at offset {header.base_offset}; expected 0")
+                f"sequence {first_seq} at offset {offset}; expected 0")
     elif base_epoch != NO_PRODUCER_EPOCH and not _in_sequence(last_seq_now, first_seq):
         raise OutOfOrderSequenceError(
             f"out of order sequence for producer {producer_id} epoch {epoch} at offset "
-            f"{header.base_offset}: {first_seq} does not follow {last_seq_now}")
+            f"{offset}: {first_seq} does not follow {last_seq_now}")
 
 
 # --- snapshot files --------------------------------------------------------------------
@@ -433,20 +434,27 @@ class ProducerStateManager:
         if dup is not None:
             return dup
         _validate(header.producer_id, entry.producer_epoch, entry.producer_epoch,
-                  entry.last_seq, header)
+                  entry.last_seq, header, header.base_offset)
         return None
 
     def check_batches(
-        self, headers: Iterable[BatchHeader], origin: AppendOrigin = AppendOrigin.CLIENT
+        self, headers: Iterable[BatchHeader], origin: AppendOrigin = AppendOrigin.CLIENT,
+        *, first_offset: int | None = None,
     ) -> BatchMetadata | None:
         """``check`` for the batches of one append, in order: each is validated against
         the state the earlier ones would leave (Kafka's per-append ``ProducerAppendInfo``).
         Returns the first duplicate (of the stored state), after which nothing is checked;
-        the caller then appends none of the batches, as Kafka."""
+        the caller then appends none of the batches, as Kafka. ``first_offset``: the
+        offset the append would give the first batch (the errors name each batch's
+        offset from it), else the headers' own."""
         if origin is not AppendOrigin.CLIENT:
             return None
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last seq)
+        offset = first_offset
         for h in headers:
+            at = h.base_offset if offset is None else offset
+            if offset is not None:
+                offset += h.last_offset_delta + 1
             pid = h.producer_id
             if pid < 0:
                 continue
@@ -460,7 +468,7 @@ class ProducerStateManager:
             now = pending.get(pid)
             if now is None:
                 now = (base_epoch, NO_SEQUENCE if entry is None else entry.last_seq)
-            _validate(pid, base_epoch, now[0], now[1], h)
+            _validate(pid, base_epoch, now[0], now[1], h, at)
             pending[pid] = (h.producer_epoch, last_seq)
         return None
 
