@@ -9,7 +9,9 @@ broker from this tree (fresh data directory) and the ceiling servers
 the ``franz bench`` executable pinned to ``--client-cpu`` (1), with ``--json``, so what is
 measured is exactly what a user can run. Each round runs every case right after its
 ceiling counterpart (interleaved: both see the same machine noise); the report keeps the
-medians of ``--rounds`` rounds and the median of the per-round ratios.
+medians of ``--rounds`` rounds and the median of the per-round ratios. After every
+produce case its topic is deleted and the page cache written back, unmeasured, so each
+case starts on a settled disk whatever ran before it.
 
 Cases (1000 x 100-byte records per request unless said otherwise, 8 connections):
 
@@ -210,11 +212,23 @@ class Runner:
 
     def produce(self, name: str, topic: str, batch: int, *extra: str,
                 partitions: int = 1) -> dict[str, Any] | None:
-        return self.bench(name, ["produce", "--bootstrap-server", self.franz_url, "--topic",
-                                 topic, "--partitions", str(partitions), "--records", str(HUGE),
-                                 "--batch", str(batch), *self.load(), *extra],
-                          timeout=self.args.warmup + self.args.duration + 90,
-                          server_pid=self.franz.pid if self.franz else None)
+        res = self.bench(name, ["produce", "--bootstrap-server", self.franz_url, "--topic",
+                                topic, "--partitions", str(partitions), "--records", str(HUGE),
+                                "--batch", str(batch), *self.load(), *extra],
+                         timeout=self.args.warmup + self.args.duration + 90,
+                         server_pid=self.franz.pid if self.franz else None)
+        self.settle(topic)
+        return res
+
+    def settle(self, topic: str) -> None:
+        """Unmeasured, after a produce case: delete its topic and write back what is left
+        dirty. At ~2 M records/s a case writes ~1.5 GB; without this the next cases ran
+        with that writeback (and a disk filling by ~10 GB a round) behind them, and the
+        later a case came in the round the slower it measured."""
+        subprocess.run([sys.executable, "-m", "app.cli", "topics", "--bootstrap-server",
+                        self.franz_url, "--delete", "--if-exists", "--topic", topic],
+                       cwd=ROOT, capture_output=True, timeout=60, check=False)
+        os.sync()
 
     def ceiling(self, name: str, cases: str, batch: int = 1000,
                 url: str | None = None, pid: int | None = None) -> dict[str, Any] | None:
