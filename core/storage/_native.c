@@ -7,12 +7,14 @@
  * encode_built(...) -> that section as a whole uncompressed batch, header and CRC-32C
  * included.
  * key_partitions(keys, n), murmur2(data): Kafka's default partitioner.
+ * reserve_blocks(fd, offset, length): blocks for a segment's next writes, size unchanged.
  *
  * Kafka format only: JSON rendering lives in api._render.
  */
 #include "_kafka_records.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -434,6 +436,32 @@ static PyObject *encode_built(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* reserve_blocks(fd, offset, length) -> bool: give bytes [offset, offset + length) of
+ * the file real blocks without changing its size (fallocate FALLOC_FL_KEEP_SIZE), so the
+ * writes that fill them skip the file system's per-block allocation. False when the
+ * file system cannot or the disk refuses (ENOSPC, EDQUOT, EIO): writes allocate as
+ * before. */
+static PyObject *reserve_blocks(PyObject *self, PyObject *args) {
+    (void)self;
+    int fd;
+    long long offset, length;
+    if (!PyArg_ParseTuple(args, "iLL", &fd, &offset, &length)) return NULL;
+    if (offset < 0 || length <= 0) {
+        PyErr_SetString(PyExc_ValueError, "offset must be >= 0 and length > 0");
+        return NULL;
+    }
+#ifdef FALLOC_FL_KEEP_SIZE
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    do {
+        rc = fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)length);
+    } while (rc < 0 && errno == EINTR);
+    Py_END_ALLOW_THREADS
+    if (rc == 0) Py_RETURN_TRUE;
+#endif
+    Py_RETURN_FALSE;
+}
+
 /* crc32c(data) -> int: the CRC-32C of the bytes by this module's own code, the one
  * used without the crc32c library (tests compare it with the library's). */
 static PyObject *crc32c_py(PyObject *self, PyObject *args) {
@@ -728,6 +756,9 @@ static PyMethodDef methods[] = {
      "producer_epoch, base_sequence, cls) -> cls: a whole uncompressed v2 batch of "
      "encode_records' records, CRC set."},
     {"crc32c", crc32c_py, METH_VARARGS, "crc32c(data) -> int: CRC-32C of the bytes."},
+    {"reserve_blocks", reserve_blocks, METH_VARARGS,
+     "reserve_blocks(fd, offset, length) -> bool: blocks for bytes [offset, offset + "
+     "length) of the file, its size unchanged (False: not reserved)."},
     {"start_sync_thread", start_sync_thread, METH_VARARGS,
      "start_sync_thread(requests_fd, results_fd): a GIL-free thread serving fdatasync "
      "requests (see core.storage.data_sync)."},

@@ -82,7 +82,13 @@ from core.storage.producer_state import (
     BatchMetadata,
     ProducerStateManager,
 )
-from core.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from core.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    RESERVE_BYTES,
+    SWAP_SUFFIX,
+    LogSegment,
+)
 
 if TYPE_CHECKING:
     from core.storage.config import LogConfig
@@ -312,6 +318,9 @@ class PartitionLog:
         self.config = config
         for seg in self.segments:
             seg.index_interval_bytes = config.index_interval_bytes
+        active = self.active_segment
+        if active.reserve_bytes:  # 0: its file system cannot reserve
+            active.reserve_bytes = min(RESERVE_BYTES, config.segment_bytes)
 
     # --- appending -------------------------------------------------------------------
 

@@ -75,6 +75,13 @@ def scatter_offsets(total: int, runs: list[tuple[int, int, Sequence[int]]]
     return None if _native is None else _native.scatter_offsets(total, runs)
 
 
+def reserve_blocks(fd: int, offset: int, length: int) -> bool:
+    """Blocks for bytes ``[offset, offset + length)`` of the file, its size unchanged
+    (``fallocate`` with ``FALLOC_FL_KEEP_SIZE``). False when not reserved: the extension
+    is not built, the file system cannot, or the disk refuses."""
+    return _native is not None and _native.reserve_blocks(fd, offset, length)
+
+
 def start_sync_thread(requests_fd: int, results_fd: int) -> None:
     """Start the C thread of ``core.storage.data_sync`` on these pipe ends (it owns
     them from now on); OSError when the extension is not built or the thread cannot
