@@ -20,7 +20,9 @@
  * Returns None when a rendered record carries headers (the caller's general path
  * renders those); raises ValueError on a records section that does not parse.
  *
- * b64decode_list(items) -> list[bytes] | None: the base64 columns of a produce request.
+ * b64decode_list(items) -> list[bytes] | None: the base64 columns of a produce request
+ * (32-character blocks with AVX2 when the CPU has it and FRANZ_NO_AVX2 is not set in the
+ * environment at import; the tests compare both).
  * produce_columns(body, max_records) -> (values, keys | None) | None: those columns read
  * straight from a binary produce body of the usual shape (no parsed document).
  * produce_offsets(partitions, offsets) -> bytes: a produce answer's offsets, in JSON.
@@ -223,6 +225,66 @@ static void init_b64_values(void) {
     }
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define B64_AVX2 1
+static int have_avx2; /* set at import: the CPU runs AVX2 */
+
+/* The whole 32-character blocks of the n characters at s (all inside the padding-free
+ * part) decoded to 24 bytes each at o, with AVX2; the characters consumed (a multiple of
+ * 32), or -1 when a block holds a character outside the alphabet.
+ *
+ * A character's 6-bit value is the character plus an offset fixed by the range of the
+ * alphabet it lies in (A-Z: -65, a-z: -71, 0-9: +4, '+': +19, '/': +16); a character in
+ * no range makes the block invalid (bytes >= 0x80 compare as negative: in no range).
+ * Each 4 values a b c d then become the 24-bit (a << 18 | b << 12 | c << 6 | d): pairs
+ * joined by a multiply-add of bytes (x 64, x 1), then of 16-bit words (x 4096, x 1);
+ * the three low bytes of each 32-bit lane, high first, are the output. */
+__attribute__((target("avx2")))
+static Py_ssize_t decode_blocks_avx2(const unsigned char *s, Py_ssize_t n, unsigned char *o) {
+    const __m256i upper_lo = _mm256_set1_epi8('A' - 1), upper_hi = _mm256_set1_epi8('Z' + 1);
+    const __m256i lower_lo = _mm256_set1_epi8('a' - 1), lower_hi = _mm256_set1_epi8('z' + 1);
+    const __m256i digit_lo = _mm256_set1_epi8('0' - 1), digit_hi = _mm256_set1_epi8('9' + 1);
+    const __m256i plus = _mm256_set1_epi8('+'), slash = _mm256_set1_epi8('/');
+    const __m256i upper_off = _mm256_set1_epi8(-65), lower_off = _mm256_set1_epi8(-71);
+    const __m256i digit_off = _mm256_set1_epi8(4), plus_off = _mm256_set1_epi8(19);
+    const __m256i slash_off = _mm256_set1_epi8(16);
+    const __m256i join_pairs = _mm256_set1_epi32(0x01400140);  /* bytes 64, 1, 64, 1 */
+    const __m256i join_words = _mm256_set1_epi32(0x00011000);  /* words 4096, 1 */
+    const __m256i order = _mm256_setr_epi8(2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12,
+                                           -1, -1, -1, -1, 2, 1, 0, 6, 5, 4, 10, 9, 8,
+                                           14, 13, 12, -1, -1, -1, -1);
+    const __m256i pack = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7);
+    Py_ssize_t i = 0;
+    for (; i + 32 <= n; i += 32, o += 24) {
+        __m256i c = _mm256_loadu_si256((const __m256i *)(s + i));
+        __m256i upper = _mm256_and_si256(_mm256_cmpgt_epi8(c, upper_lo),
+                                         _mm256_cmpgt_epi8(upper_hi, c));
+        __m256i lower = _mm256_and_si256(_mm256_cmpgt_epi8(c, lower_lo),
+                                         _mm256_cmpgt_epi8(lower_hi, c));
+        __m256i digit = _mm256_and_si256(_mm256_cmpgt_epi8(c, digit_lo),
+                                         _mm256_cmpgt_epi8(digit_hi, c));
+        __m256i is_plus = _mm256_cmpeq_epi8(c, plus), is_slash = _mm256_cmpeq_epi8(c, slash);
+        __m256i valid = _mm256_or_si256(_mm256_or_si256(upper, lower),
+                                        _mm256_or_si256(digit, _mm256_or_si256(is_plus,
+                                                                               is_slash)));
+        if (_mm256_movemask_epi8(valid) != -1) return -1;
+        __m256i off = _mm256_or_si256(
+            _mm256_or_si256(_mm256_and_si256(upper, upper_off),
+                            _mm256_and_si256(lower, lower_off)),
+            _mm256_or_si256(_mm256_and_si256(digit, digit_off),
+                            _mm256_or_si256(_mm256_and_si256(is_plus, plus_off),
+                                            _mm256_and_si256(is_slash, slash_off))));
+        __m256i v = _mm256_add_epi8(c, off);
+        __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(v, join_pairs), join_words);
+        d = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(d, order), pack);
+        _mm_storeu_si128((__m128i *)o, _mm256_castsi256_si128(d));
+        _mm_storel_epi64((__m128i *)(o + 16), _mm256_extracti128_si256(d, 1));
+    }
+    return i;
+}
+#endif
+
 /* The bytes of n characters of canonical standard base64 at s; NULL (no exception set)
  * when they are not that, or with MemoryError set. */
 static PyObject *decode_span(const unsigned char *s, Py_ssize_t n) {
@@ -233,8 +295,15 @@ static PyObject *decode_span(const unsigned char *s, Py_ssize_t n) {
     PyObject *out = PyBytes_FromStringAndSize(NULL, out_len);
     if (out == NULL) return NULL;
     unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
-    Py_ssize_t full = pad ? n - 4 : n;
-    for (Py_ssize_t i = 0; i < full; i += 4) {
+    Py_ssize_t full = pad ? n - 4 : n, i = 0;
+#ifdef B64_AVX2
+    if (have_avx2 && full >= 32) {
+        i = decode_blocks_avx2(s, full, o);
+        if (i < 0) goto reject;
+        o += i / 4 * 3;
+    }
+#endif
+    for (; i < full; i += 4) {
         /* one table per position, pre-shifted: one OR per character, one test per
          * quantum (an invalid character sets B64_BAD) */
         uint32_t v = B64_D0[s[i]] | B64_D1[s[i + 1]] | B64_D2[s[i + 2]] | B64_D3[s[i + 3]];
@@ -602,5 +671,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__render(void) {
     init_b64_values();
+#ifdef B64_AVX2
+    __builtin_cpu_init();
+    have_avx2 = __builtin_cpu_supports("avx2") && !getenv("FRANZ_NO_AVX2");
+#endif
     return PyModule_Create(&module);
 }
