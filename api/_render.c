@@ -153,7 +153,24 @@ static char *field_json_write(char *o, const Field *f) {
     return o;
 }
 
-static PyObject *render_records(PyObject *self, PyObject *args) {
+/* The joined rendering being written: the fragments back to back in one bytes object
+ * (allocated at an estimate, resized at the end: one large allocation, as a join's), a
+ * comma between two, and the end (exclusive) of each fragment in the text. */
+typedef struct {
+    PyObject *text, *ends;
+    Py_ssize_t len, cap;
+} Joined;
+
+/* Room for `more` bytes at the end of j->text; -1 with MemoryError. */
+static int joined_reserve(Joined *j, Py_ssize_t more) {
+    if (j->len + more <= j->cap) return 0;
+    Py_ssize_t cap = j->cap * 2 > j->len + more ? j->cap * 2 : j->len + more;
+    if (_PyBytes_Resize(&j->text, cap) < 0) return -1;
+    j->cap = cap;
+    return 0;
+}
+
+static PyObject *render_impl(PyObject *args, int joined_mode) {
     Py_buffer records, head, mid;
     Py_ssize_t count;
     long long base_offset, base_timestamp;
@@ -163,6 +180,7 @@ static PyObject *render_records(PyObject *self, PyObject *args) {
                           &base_timestamp, &log_append_time, &head, &mid, &lo, &hi))
         return NULL;
     PyObject *out = NULL;
+    Joined j = {NULL, NULL, 0, 0};
     int append_time = log_append_time != Py_None;
     long long lat = 0;
     if (append_time) {
@@ -183,8 +201,17 @@ static PyObject *render_records(PyObject *self, PyObject *args) {
     Py_ssize_t tail_len = (Py_ssize_t)strlen(tail);
     Py_ssize_t fixed = head.len + (Py_ssize_t)(sizeof(VALUE_SEP) - 1) + mid.len +
                        (Py_ssize_t)(sizeof(TS_SEP) - 1) + tail_len;
-    out = PyList_New(hi - lo);
-    if (out == NULL) goto done;
+    if (joined_mode) {
+        /* base64 is 4/3 of the bytes; the framing of a record ~ fixed + 40 */
+        j.cap = records.len / 3 * 4 + (hi - lo) * (fixed + 48) + 64;
+        j.text = PyBytes_FromStringAndSize(NULL, j.cap);
+        j.ends = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(uint64_t) * (hi - lo));
+        if (j.text == NULL || j.ends == NULL) goto done;
+        out = Py_NewRef(Py_None); /* a placeholder: replaced by the result at the end */
+    } else {
+        out = PyList_New(hi - lo);
+        if (out == NULL) goto done;
+    }
     Reader r = {(const unsigned char *)records.buf,
                 (const unsigned char *)records.buf + records.len};
     for (Py_ssize_t i = 0; i < hi; i++) {
@@ -225,12 +252,28 @@ static PyObject *render_records(PyObject *self, PyObject *args) {
         int off_len = format_int(off_text, (int64_t)base_offset + off_delta);
         int ts_len = format_int(ts_text, append_time ? lat : (int64_t)base_timestamp + ts_delta);
         Py_ssize_t size = fixed + field_json_len(&key) + field_json_len(&value) + off_len + ts_len;
-        PyObject *frag = PyBytes_FromStringAndSize(NULL, size);
-        if (frag == NULL) {
-            Py_CLEAR(out);
-            goto done;
+        PyObject *frag = NULL;
+        char *o;
+        if (joined_mode) {
+            if (joined_reserve(&j, size + 1) < 0) {
+                Py_CLEAR(out);
+                goto done;
+            }
+            char *t = PyBytes_AS_STRING(j.text);
+            if (i > lo) t[j.len++] = ',';
+            o = t + j.len;
+            j.len += size;
+            uint64_t end = (uint64_t)j.len;
+            memcpy(PyBytes_AS_STRING(j.ends) + sizeof(uint64_t) * (size_t)(i - lo), &end,
+                   sizeof end);
+        } else {
+            frag = PyBytes_FromStringAndSize(NULL, size);
+            if (frag == NULL) {
+                Py_CLEAR(out);
+                goto done;
+            }
+            o = PyBytes_AS_STRING(frag);
         }
-        char *o = PyBytes_AS_STRING(frag);
         memcpy(o, head.buf, head.len);
         o += head.len;
         o = field_json_write(o, &key);
@@ -246,17 +289,35 @@ static PyObject *render_records(PyObject *self, PyObject *args) {
         memcpy(o, ts_text, ts_len);
         o += ts_len;
         memcpy(o, tail, tail_len);
-        PyList_SET_ITEM(out, i - lo, frag);
+        if (!joined_mode) PyList_SET_ITEM(out, i - lo, frag);
     }
     if (whole && r.p != r.end) {
         Py_CLEAR(out);
         PyErr_SetString(PyExc_ValueError, "bytes left after the batch's last record");
+    } else if (joined_mode) {
+        Py_CLEAR(out);
+        if (_PyBytes_Resize(&j.text, j.len) == 0) out = PyTuple_Pack(2, j.text, j.ends);
     }
 done:
+    Py_XDECREF(j.text);
+    Py_XDECREF(j.ends);
     PyBuffer_Release(&records);
     PyBuffer_Release(&head);
     PyBuffer_Release(&mid);
     return out;
+}
+
+static PyObject *render_records(PyObject *self, PyObject *args) {
+    (void)self;
+    return render_impl(args, 0);
+}
+
+/* render_records_joined(...same arguments...) -> (text, ends) | None: the fragments of
+ * render_records joined by commas in one bytes, and the end of each in it (native
+ * uint64s), with no object per record. */
+static PyObject *render_records_joined(PyObject *self, PyObject *args) {
+    (void)self;
+    return render_impl(args, 1);
 }
 
 /* b64decode_list(items) -> list[bytes] | None: each item, a str of canonical standard
@@ -708,6 +769,9 @@ static PyMethodDef methods[] = {
     {"b64decode_list", b64decode_list, METH_O,
      "b64decode_list(items) -> list[bytes] | None: canonical standard base64 strings "
      "decoded; None if any item is not one."},
+    {"render_records_joined", render_records_joined, METH_VARARGS,
+     "render_records_joined(...) -> (text, ends) | None: render_records' fragments joined "
+     "by commas, and the end of each in the text (native uint64s)."},
     {"render_records", render_records, METH_VARARGS,
      "render_records(records, count, base_offset, base_timestamp, log_append_time, head, "
      "mid[, lo, hi]) -> list[bytes] | None: JSON fragments of a v2 batch's records (of "

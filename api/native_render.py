@@ -68,6 +68,26 @@ def produce_offsets_range(partition: int, first: int, count: int) -> bytes | Non
     return None if _render is None else _render.produce_offsets_range(partition, first, count)
 
 
+def render_batch_joined(raw: bytes, head: bytes, mid: bytes,
+                        records: tuple[int, int] | None = None
+                        ) -> tuple[bytes, memoryview] | None:
+    """``render_batch``'s fragments joined by commas in one bytes, and the end of each
+    in it (a memoryview of unsigned 64-bit ints): no object per record. None as
+    ``render_batch``; CorruptRecordError when the batch does not parse."""
+    if _render is None:
+        return None
+    h = parse_header(raw, 0)
+    body = records_section(raw, h)
+    lat = h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME else None
+    try:
+        out = _render.render_records_joined(body, h.records_count, h.base_offset,
+                                            h.base_timestamp, lat, head, mid,
+                                            *(records or ()))
+    except ValueError as exc:
+        raise CorruptRecordError(f"cannot decode record batch: {exc}") from exc
+    return None if out is None else (out[0], memoryview(out[1]).cast("Q"))
+
+
 def render_batch(raw: bytes, head: bytes, mid: bytes,
                  header: BatchHeader | None = None,
                  records: tuple[int, int] | None = None) -> list[bytes] | None:

@@ -27,7 +27,7 @@ import orjson
 from api import native_render as native
 from api.content_types import EmbeddedFormat
 from api.errors import ApiError, ErrorCode
-from api.render_cache import RenderCache
+from api.render_cache import RenderCache, Rendering
 from core.broker.replica.batch_cache import CachedBatch
 from core.broker.types import ProduceColumns
 from core.storage.records import Record
@@ -360,15 +360,16 @@ def _render_one(t: _BinaryTemplates, r: Any, log_append_time: int | None) -> byt
 
 
 def cached_binary_fragments(cache: RenderCache, topic: str, partition: int,
-                            batch: CachedBatch) -> list[bytes]:
-    """``binary_fragments`` of a fetched batch of ``topic``-``partition``, made once per
-    batch while it stays cached."""
-    def render(batch: CachedBatch) -> list[bytes]:
-        frags = native.render_batch(batch.raw, *_native_template(topic, partition))
-        if frags is None:  # no C extension, or records with headers
-            frags = binary_fragments(topic, partition, batch.record_objects(),
-                                     batch.log_append_time)
-        return frags
+                            batch: CachedBatch) -> Rendering:
+    """``binary_fragments`` of a fetched batch of ``topic``-``partition`` as one
+    ``Rendering``, made once per batch while it stays cached."""
+    def render(batch: CachedBatch) -> Rendering:
+        joined = native.render_batch_joined(batch.raw, *_native_template(topic, partition))
+        if joined is not None:
+            return Rendering(*joined)
+        # no C extension, or records with headers
+        return Rendering.of_fragments(binary_fragments(topic, partition, batch.record_objects(),
+                                                       batch.log_append_time))
 
     return cache.binary(batch, render)
 
@@ -377,21 +378,22 @@ def cached_binary_fragments(cache: RenderCache, topic: str, partition: int,
 PARTIAL_SHARE = 4
 
 
-def binary_fragment_range(cache: RenderCache, topic: str, partition: int,
-                          batch: CachedBatch, lo: int, hi: int) -> list[bytes]:
-    """The fragments of records ``lo..hi-1`` of a fetched batch: a slice of its kept
-    rendering; for a few records of a batch not rendered yet (a count-limited read),
-    those records alone, not kept (a 1-record read of a 1000-record batch renders one
-    record, not 1000, and a later read of the whole batch renders it then)."""
-    frags = cache.get(batch)
-    if frags is None and (hi - lo) * PARTIAL_SHARE <= len(batch.offsets):
-        part = native.render_batch(batch.raw, *_native_template(topic, partition),
-                                   records=(lo, hi))
+def binary_range_text(cache: RenderCache, topic: str, partition: int,
+                      batch: CachedBatch, lo: int, hi: int) -> bytes:
+    """The fragments of records ``lo..hi-1`` of a fetched batch joined by commas: a
+    slice of its kept rendering; for a few records of a batch not rendered yet (a
+    count-limited read), those records alone, not kept (a 1-record read of a
+    1000-record batch renders one record, not 1000, and a later read of the whole batch
+    renders it then)."""
+    rendering = cache.get(batch)
+    if rendering is None and (hi - lo) * PARTIAL_SHARE <= len(batch.offsets):
+        part = native.render_batch_joined(batch.raw, *_native_template(topic, partition),
+                                          records=(lo, hi))
         if part is not None:
-            return part
-    if frags is None:
-        frags = cached_binary_fragments(cache, topic, partition, batch)
-    return frags if lo == 0 and hi == len(frags) else frags[lo:hi]
+            return part[0]
+    if rendering is None:
+        rendering = cached_binary_fragments(cache, topic, partition, batch)
+    return rendering.span(lo, hi)
 
 
 def _native_template(topic: str, partition: int) -> tuple[bytes, bytes]:
@@ -404,12 +406,10 @@ def render_binary_chunks(cache: RenderCache,
                          chunks: Iterable[tuple[tuple[str, int], CachedBatch, int, int]]
                          ) -> bytes:
     """``orjson.dumps(render_binary(...))`` of the records of ``(partition, batch, lo, hi)``
-    ranges, from each batch's fragments (made once per fetched batch)."""
-    parts: list[bytes] = []
-    extend = parts.extend
-    for (topic, partition), batch, lo, hi in chunks:
-        extend(binary_fragment_range(cache, topic, partition, batch, lo, hi))
-    return b"[" + b",".join(parts) + b"]"
+    ranges, from each batch's rendering (made once per fetched batch)."""
+    parts = [binary_range_text(cache, topic, partition, batch, lo, hi)
+             for (topic, partition), batch, lo, hi in chunks]
+    return b"[" + b",".join([p for p in parts if p]) + b"]"
 
 
 def render_records(fmt: EmbeddedFormat, items: Iterable[Polled]) -> list[dict[str, Any]]:

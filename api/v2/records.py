@@ -59,7 +59,7 @@ from api.v2.consumer_records import (
     not_json_error,
     render_until_bad_json,
 )
-from api.v2.embedded import binary_fragment_range
+from api.v2.embedded import binary_range_text
 from api.v2.schema_records import render_schema_records
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
@@ -189,14 +189,14 @@ async def _read_binary(
     result = await broker.fetch(topic, partition, offset, max_bytes=max_bytes,
                                 max_wait_ms=timeout, max_records=count)
     # rendered once per fetched batch (api.render_cache) and sliced, or the few records
-    # asked for of a batch not rendered yet alone (``binary_fragment_range``)
+    # asked for of a batch not rendered yet alone (``binary_range_text``)
     parts: list[bytes] = []
-    extend = parts.extend
     left = count if count is not None else 1 << 62
     next_offset = result.next_offset
     for batch, lo, hi in result.chunks:
         hi = min(hi, lo + left)
-        extend(binary_fragment_range(cache, topic, partition, batch, lo, hi))
+        if hi > lo:
+            parts.append(binary_range_text(cache, topic, partition, batch, lo, hi))
         left -= hi - lo
         if left <= 0:  # cut by count: the next read starts after the last record sent
             next_offset = batch.offsets[hi - 1] + 1

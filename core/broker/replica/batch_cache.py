@@ -43,8 +43,8 @@ from core.storage.records import Record, decode_batch
 MAX_BYTES = 128 * 1024 * 1024
 #: Batches larger than this (bytes on disk) are decoded but not kept.
 MAX_BATCH_BYTES = 4 * 1024 * 1024
-# Estimates: a batch with one rendering (a bytes object per record, ~190 bytes of JSON
-# framing + base64 of key and value) and its raw bytes; Record objects (the object, key
+# Estimates: a batch with one rendering (its records' JSON in one bytes object, ~190
+# bytes of framing per record + base64 of key and value) and its raw bytes; Record objects (the object, key
 # and value bytes objects, ints, a list slot) when a reader decodes them too.
 _RENDERED_PER_RECORD, _RENDERED_PER_BYTE = 200, 2.5
 _RECORDS_PER_RECORD, _RECORDS_PER_BYTE = 280, 1
