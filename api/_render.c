@@ -19,6 +19,8 @@
  *
  * Returns None when a rendered record carries headers (the caller's general path
  * renders those); raises ValueError on a records section that does not parse.
+ * render_records_joined (same arguments) -> (text, ends) | None: the same fragments
+ * joined by commas in one bytes object, with the end of each (native uint64s).
  *
  * b64decode_list(items) -> list[bytes] | None: the base64 columns of a produce request
  * (32-character blocks with AVX2 when the CPU has it and FRANZ_NO_AVX2 is not set in the
