@@ -1,10 +1,11 @@
 /* api._render: the per-record loops of the REST API's hot paths, in C.
  *
  * render_records(records, count, base_offset, base_timestamp, log_append_time,
- *                head, mid[, lo, hi]) -> list[bytes] | None
+ *                head, mid[, lo, hi]) -> (text, ends) | None
  *
  * Walks the (uncompressed) records section of a v2 record batch and writes every
- * record through a JSON template given by the caller:
+ * record through a JSON template given by the caller, the fragments joined by commas
+ * in one bytes object (text), the end of each in it in ends (native uint64s):
  *
  *   head  KEY  ,"value":  VALUE  mid  OFFSET  ,"timestamp":  TS
  *   ,"timestamp_type":"CreateTime|LogAppendTime","headers":[]}
@@ -19,8 +20,6 @@
  *
  * Returns None when a rendered record carries headers (the caller's general path
  * renders those); raises ValueError on a records section that does not parse.
- * render_records_joined (same arguments) -> (text, ends) | None: the same fragments
- * joined by commas in one bytes object, with the end of each (native uint64s).
  *
  * b64decode_list(items) -> list[bytes] | None: the base64 columns of a produce request
  * (32-character blocks with AVX2 when the CPU has it and FRANZ_NO_AVX2 is not set in the
@@ -155,7 +154,7 @@ static char *field_json_write(char *o, const Field *f) {
     return o;
 }
 
-/* The joined rendering being written: the fragments back to back in one bytes object
+/* The rendering being written: the fragments back to back in one bytes object
  * (allocated at an estimate, resized at the end: one large allocation, as a join's), a
  * comma between two, and the end (exclusive) of each fragment in the text. */
 typedef struct {
@@ -172,7 +171,8 @@ static int joined_reserve(Joined *j, Py_ssize_t more) {
     return 0;
 }
 
-static PyObject *render_impl(PyObject *args, int joined_mode) {
+static PyObject *render_records(PyObject *self, PyObject *args) {
+    (void)self;
     Py_buffer records, head, mid;
     Py_ssize_t count;
     long long base_offset, base_timestamp;
@@ -203,23 +203,16 @@ static PyObject *render_impl(PyObject *args, int joined_mode) {
     Py_ssize_t tail_len = (Py_ssize_t)strlen(tail);
     Py_ssize_t fixed = head.len + (Py_ssize_t)(sizeof(VALUE_SEP) - 1) + mid.len +
                        (Py_ssize_t)(sizeof(TS_SEP) - 1) + tail_len;
-    if (joined_mode) {
-        /* base64 is 4/3 of the bytes; the framing of a record ~ fixed + 40 */
-        j.cap = records.len / 3 * 4 + (hi - lo) * (fixed + 48) + 64;
-        j.text = PyBytes_FromStringAndSize(NULL, j.cap);
-        j.ends = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(uint64_t) * (hi - lo));
-        if (j.text == NULL || j.ends == NULL) goto done;
-        out = Py_NewRef(Py_None); /* a placeholder: replaced by the result at the end */
-    } else {
-        out = PyList_New(hi - lo);
-        if (out == NULL) goto done;
-    }
+    /* base64 is 4/3 of the bytes; the framing of a record ~ fixed + 40 */
+    j.cap = records.len / 3 * 4 + (hi - lo) * (fixed + 48) + 64;
+    j.text = PyBytes_FromStringAndSize(NULL, j.cap);
+    j.ends = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(uint64_t) * (hi - lo));
+    if (j.text == NULL || j.ends == NULL) goto done;
     Reader r = {(const unsigned char *)records.buf,
                 (const unsigned char *)records.buf + records.len};
     for (Py_ssize_t i = 0; i < hi; i++) {
         int64_t length, ts_delta, off_delta, n_headers;
         if (read_varlong(&r, &length) < 0 || length < 0 || length > r.end - r.p) {
-            Py_CLEAR(out);
             bad("bad record length", i);
             goto done;
         }
@@ -228,7 +221,6 @@ static PyObject *render_impl(PyObject *args, int joined_mode) {
         if (i < lo) continue;
         Field key, value;
         if (rec.p >= rec.end) {
-            Py_CLEAR(out);
             bad("empty record", i);
             goto done;
         }
@@ -236,17 +228,14 @@ static PyObject *render_impl(PyObject *args, int joined_mode) {
         if (read_varlong(&rec, &ts_delta) < 0 || read_varlong(&rec, &off_delta) < 0 ||
             read_field(&rec, &key) < 0 || read_field(&rec, &value) < 0 ||
             read_varlong(&rec, &n_headers) < 0) {
-            Py_CLEAR(out);
             bad("truncated record", i);
             goto done;
         }
         if (n_headers != 0) { /* the general path renders headers */
-            Py_CLEAR(out);
             out = Py_NewRef(Py_None);
             goto done;
         }
         if (rec.p != rec.end) {
-            Py_CLEAR(out);
             bad("record length does not match its fields", i);
             goto done;
         }
@@ -254,28 +243,14 @@ static PyObject *render_impl(PyObject *args, int joined_mode) {
         int off_len = format_int(off_text, (int64_t)base_offset + off_delta);
         int ts_len = format_int(ts_text, append_time ? lat : (int64_t)base_timestamp + ts_delta);
         Py_ssize_t size = fixed + field_json_len(&key) + field_json_len(&value) + off_len + ts_len;
-        PyObject *frag = NULL;
-        char *o;
-        if (joined_mode) {
-            if (joined_reserve(&j, size + 1) < 0) {
-                Py_CLEAR(out);
-                goto done;
-            }
-            char *t = PyBytes_AS_STRING(j.text);
-            if (i > lo) t[j.len++] = ',';
-            o = t + j.len;
-            j.len += size;
-            uint64_t end = (uint64_t)j.len;
-            memcpy(PyBytes_AS_STRING(j.ends) + sizeof(uint64_t) * (size_t)(i - lo), &end,
-                   sizeof end);
-        } else {
-            frag = PyBytes_FromStringAndSize(NULL, size);
-            if (frag == NULL) {
-                Py_CLEAR(out);
-                goto done;
-            }
-            o = PyBytes_AS_STRING(frag);
-        }
+        if (joined_reserve(&j, size + 1) < 0) goto done;
+        char *t = PyBytes_AS_STRING(j.text);
+        if (i > lo) t[j.len++] = ',';
+        char *o = t + j.len;
+        j.len += size;
+        uint64_t end = (uint64_t)j.len;
+        memcpy(PyBytes_AS_STRING(j.ends) + sizeof(uint64_t) * (size_t)(i - lo), &end,
+               sizeof end);
         memcpy(o, head.buf, head.len);
         o += head.len;
         o = field_json_write(o, &key);
@@ -291,15 +266,11 @@ static PyObject *render_impl(PyObject *args, int joined_mode) {
         memcpy(o, ts_text, ts_len);
         o += ts_len;
         memcpy(o, tail, tail_len);
-        if (!joined_mode) PyList_SET_ITEM(out, i - lo, frag);
     }
-    if (whole && r.p != r.end) {
-        Py_CLEAR(out);
+    if (whole && r.p != r.end)
         PyErr_SetString(PyExc_ValueError, "bytes left after the batch's last record");
-    } else if (joined_mode) {
-        Py_CLEAR(out);
-        if (_PyBytes_Resize(&j.text, j.len) == 0) out = PyTuple_Pack(2, j.text, j.ends);
-    }
+    else if (_PyBytes_Resize(&j.text, j.len) == 0)
+        out = PyTuple_Pack(2, j.text, j.ends);
 done:
     Py_XDECREF(j.text);
     Py_XDECREF(j.ends);
@@ -307,19 +278,6 @@ done:
     PyBuffer_Release(&head);
     PyBuffer_Release(&mid);
     return out;
-}
-
-static PyObject *render_records(PyObject *self, PyObject *args) {
-    (void)self;
-    return render_impl(args, 0);
-}
-
-/* render_records_joined(...same arguments...) -> (text, ends) | None: the fragments of
- * render_records joined by commas in one bytes, and the end of each in it (native
- * uint64s), with no object per record. */
-static PyObject *render_records_joined(PyObject *self, PyObject *args) {
-    (void)self;
-    return render_impl(args, 1);
 }
 
 /* b64decode_list(items) -> list[bytes] | None: each item, a str of canonical standard
@@ -771,13 +729,11 @@ static PyMethodDef methods[] = {
     {"b64decode_list", b64decode_list, METH_O,
      "b64decode_list(items) -> list[bytes] | None: canonical standard base64 strings "
      "decoded; None if any item is not one."},
-    {"render_records_joined", render_records_joined, METH_VARARGS,
-     "render_records_joined(...) -> (text, ends) | None: render_records' fragments joined "
-     "by commas, and the end of each in the text (native uint64s)."},
     {"render_records", render_records, METH_VARARGS,
      "render_records(records, count, base_offset, base_timestamp, log_append_time, head, "
-     "mid[, lo, hi]) -> list[bytes] | None: JSON fragments of a v2 batch's records (of "
-     "records lo..hi-1 when given; see the module source)."},
+     "mid[, lo, hi]) -> (text, ends) | None: JSON fragments of a v2 batch's records (of "
+     "records lo..hi-1 when given) joined by commas, and the end of each (see the module "
+     "source)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,9 +1,10 @@
 """The C accelerator of the API's hot paths, when it was built (``api/_render.c``).
 
-``render_batch`` walks the records of one whole v2 batch in C and writes each through
-a JSON template the caller gives (the binary embedded format): no record objects, no
-per-record Python. ``b64decode_list`` decodes the base64 columns of a produce request
-in one call; ``produce_columns`` reads them straight from the usual body's JSON text.
+``render_batch_joined`` walks the records of one whole v2 batch in C and writes each
+through a JSON template the caller gives (the binary embedded format), into one text:
+no record objects, no per-record Python. ``b64decode_list`` decodes the base64 columns
+of a produce request in one call; ``produce_columns`` reads them straight from the usual
+body's JSON text.
 Each answers None when the extension is missing (installed without a C compiler) or the
 input is outside its fast case; callers then take their pure-Python path, which gives
 the same result.
@@ -69,30 +70,13 @@ def produce_offsets_range(partition: int, first: int, count: int) -> bytes | Non
 
 
 def render_batch_joined(raw: bytes, head: bytes, mid: bytes,
+                        header: BatchHeader | None = None,
                         records: tuple[int, int] | None = None
                         ) -> tuple[bytes, memoryview] | None:
-    """``render_batch``'s fragments joined by commas in one bytes, and the end of each
-    in it (a memoryview of unsigned 64-bit ints): no object per record. None as
-    ``render_batch``; CorruptRecordError when the batch does not parse."""
-    if _render is None:
-        return None
-    h = parse_header(raw, 0)
-    body = records_section(raw, h)
-    lat = h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME else None
-    try:
-        out = _render.render_records_joined(body, h.records_count, h.base_offset,
-                                            h.base_timestamp, lat, head, mid,
-                                            *(records or ()))
-    except ValueError as exc:
-        raise CorruptRecordError(f"cannot decode record batch: {exc}") from exc
-    return None if out is None else (out[0], memoryview(out[1]).cast("Q"))
-
-
-def render_batch(raw: bytes, head: bytes, mid: bytes,
-                 header: BatchHeader | None = None,
-                 records: tuple[int, int] | None = None) -> list[bytes] | None:
-    """One JSON fragment per record of the batch ``raw`` (of its records ``lo..hi-1``
-    when ``records`` is ``(lo, hi)``):
+    """The JSON fragments of the records of the batch ``raw`` (of its records
+    ``lo..hi-1`` when ``records`` is ``(lo, hi)``) joined by commas in one bytes, and the
+    end of each in it (a memoryview of unsigned 64-bit ints): no object per record.
+    A fragment is
 
     ``head KEY ,"value": VALUE mid OFFSET ,"timestamp": TS ,"timestamp_type":"T","headers":[]}``
 
@@ -106,7 +90,21 @@ def render_batch(raw: bytes, head: bytes, mid: bytes,
     body = records_section(raw, h)
     lat = h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME else None
     try:
-        return _render.render_records(body, h.records_count, h.base_offset, h.base_timestamp,
-                                      lat, head, mid, *(records or ()))
+        out = _render.render_records(body, h.records_count, h.base_offset, h.base_timestamp,
+                                     lat, head, mid, *(records or ()))
     except ValueError as exc:
         raise CorruptRecordError(f"cannot decode record batch: {exc}") from exc
+    return None if out is None else (out[0], memoryview(out[1]).cast("Q"))
+
+
+def render_batch(raw: bytes, head: bytes, mid: bytes,
+                 header: BatchHeader | None = None,
+                 records: tuple[int, int] | None = None) -> list[bytes] | None:
+    """``render_batch_joined`` as one bytes per record (what the per-record Python
+    renderer gives, for comparing the two)."""
+    joined = render_batch_joined(raw, head, mid, header, records)
+    if joined is None:
+        return None
+    text, ends = joined
+    starts = [0, *(end + 1 for end in ends[:-1])] if len(ends) else []
+    return [text[start:end] for start, end in zip(starts, ends, strict=True)]

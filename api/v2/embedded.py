@@ -397,7 +397,7 @@ def binary_range_text(cache: RenderCache, topic: str, partition: int,
 
 
 def _native_template(topic: str, partition: int) -> tuple[bytes, bytes]:
-    """``native.render_batch``'s head and mid for the binary format (the text before
+    """``native.render_batch_joined``'s head and mid for the binary format (the text before
     the key, and between the value and the offset)."""
     return b'{"topic":' + orjson.dumps(topic) + b',"key":', b',"partition":%d,"offset":' % partition
 
