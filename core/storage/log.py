@@ -106,9 +106,9 @@ _JITTER_RNG = random.Random()  # shared: seeding one per log costs a urandom rea
 
 
 class AppendInfo(NamedTuple):
-    """What an append wrote (a named tuple: one is made per partition append). ``log_append_time`` is -1 unless the topic uses
-    LogAppendTime. An empty append has ``num_records == 0`` and ``last_offset ==
-    first_offset - 1``.
+    """What an append wrote (a named tuple: one is made per partition append).
+    ``log_append_time`` is -1 unless the topic uses LogAppendTime. An empty append has
+    ``num_records == 0`` and ``last_offset == first_offset - 1``.
 
     ``duplicate``: the append repeated a batch the producer state still holds (same
     producer id, epoch and sequence range): nothing was written, ``first_offset`` /
