@@ -72,7 +72,8 @@ def install_stand_in(mode: str, scratch: Path) -> None:
             state = ends[tp] = [fd, 0]
         if write and state[0] >= 0:
             os.write(state[0], data)
-        records = int.from_bytes(data[57:61], "big")  # the first batch's record count
+        # the first batch's record count: 1000 x 100 B make one batch per partition here
+        records = int.from_bytes(data[57:61], "big")
         first = state[1]
         state[1] += records
         return AppendInfo(first, first + records - 1, -1, -1, records, len(data), 0)
