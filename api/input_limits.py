@@ -12,7 +12,6 @@ bodies, both checked on the raw bytes before per-record work starts.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -20,6 +19,7 @@ from pydantic import Field
 from pydantic_core import from_json
 
 from api.errors import ApiError, ErrorCode
+from core.json_depth import json_depth_exceeds as depth_exceeds
 
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
@@ -100,43 +100,10 @@ def _complete_rows(prefix: bytes, rows_of: Callable[[Any], Any]) -> int:
 
 # --- JSON nesting depth ------------------------------------------------------------------
 
-_KEPT = b'"[]{}'
-#: bytes.translate: keep quotes and brackets (both kinds as parentheses).
-_SKELETON = bytes.maketrans(b"[]{}", b"()()")
-_DROPPED = bytes(b for b in range(256) if b not in _KEPT)
-_STRING = re.compile(rb'"[^"]*"')
-_SMALL_BODY = 8192
-
-
 def json_depth_exceeds(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
-    """True when the JSON text ``body`` nests containers deeper than ``limit``.
-
-    C-level passes over the bytes only: a small body with at most ``limit`` brackets
-    is answered by two counts; otherwise strings are cut out (escaped backslashes and
-    quotes first) and the bracket skeleton is peeled one level per ``replace``, at most
-    ``limit`` times. Brackets inside strings do not count. Malformed JSON may come out
-    either way (its parser refuses it anyway)."""
-    if len(body) <= _SMALL_BODY and body.count(b"[") + body.count(b"{") <= limit:
-        return False  # a small body with few brackets: the usual admin request
-    if b"\\" in body:  # escaped backslashes, then escaped quotes; other escapes are inert
-        body = body.replace(b"\\\\", b"").replace(b'\\"', b"")
-    s = body.translate(_SKELETON, _DROPPED)
-    quotes = s.count(b'"')
-    if quotes:
-        if 2 * s.count(b'""') == quotes:  # no string holds a bracket: the common case
-            s = s.translate(None, b'"')
-        else:
-            # Adjacent quotes go first: an empty string, or the end of one string and
-            # the start of the next (merging them); the quotes left still pair up.
-            s = _STRING.sub(b"", s.replace(b'""', b""))
-    for _ in range(limit):
-        if not s:
-            return False
-        peeled = s.replace(b"()", b"")
-        if len(peeled) == len(s):
-            return False  # unbalanced: malformed, the parser says so
-        s = peeled
-    return b"()" in s
+    """True when the JSON text ``body`` nests deeper than ``limit`` (brackets inside
+    strings do not count; ``core.json_depth``)."""
+    return depth_exceeds(body, limit)
 
 
 def too_deep() -> ApiError:

@@ -30,6 +30,7 @@ from api.errors import ApiError, ErrorCode
 from api.render_cache import RenderCache, Rendering
 from core.broker.replica.batch_cache import CachedBatch
 from core.broker.types import ProduceColumns
+from core.json_depth import MAX_VALUE_DEPTH, value_depth_exceeds
 from core.storage.records import Record
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
@@ -189,8 +190,9 @@ def schema_records(rows: Sequence[Any], keys: list[bytes | None],
 class NotJsonError(Exception):
     """A stored key or value is not JSON, so a json-format reader cannot embed it."""
 
-    def __init__(self, index: int, topic: str, partition: int, offset: int) -> None:
-        super().__init__(f"record at offset {offset} of {topic}-{partition} is not valid JSON")
+    def __init__(self, index: int, topic: str, partition: int, offset: int,
+                 why: str = "is not valid JSON") -> None:
+        super().__init__(f"record at offset {offset} of {topic}-{partition} {why}")
         self.index = index
         self.topic = topic
         self.partition = partition
@@ -222,18 +224,27 @@ def render_binary(items: Iterable[Polled]) -> list[dict[str, Any]]:
     ]
 
 
+_TOO_DEEP = f"nests deeper than {MAX_VALUE_DEPTH} levels, more than a JSON answer can hold"
+
+
 def render_json(items: Iterable[Polled]) -> list[dict[str, Any]]:
     """Raises NotJsonError (with the failing index) at the first key or value that is
-    not JSON."""
-    loads, types = orjson.loads, TIMESTAMP_TYPES
+    not JSON, or nests deeper than MAX_VALUE_DEPTH."""
+    loads, types, too_deep = orjson.loads, TIMESTAMP_TYPES, value_depth_exceeds
+    deep = 2 * MAX_VALUE_DEPTH
     out: list[dict[str, Any]] = []
     append = out.append
     for i, ((t, p), r) in enumerate(items):
+        k, v = r.key, r.value
         try:
-            key = None if r.key is None else loads(r.key)
-            value = None if r.value is None else loads(r.value)
+            key = None if k is None else loads(k)
+            value = None if v is None else loads(v)
         except orjson.JSONDecodeError:
             raise NotJsonError(i, t, p, r.offset) from None
+        # each level takes two bytes: only a long key or value can nest too deep
+        if ((v is not None and len(v) > deep and too_deep(v))
+                or (k is not None and len(k) > deep and too_deep(k))):
+            raise NotJsonError(i, t, p, r.offset, _TOO_DEEP)
         append(
             {
                 "topic": t,

@@ -277,3 +277,75 @@ def test_range_read(v2: V2Client, registry: Any, topic: str, client: httpx.Clien
                       headers={"Accept": v2.BINARY})
     assert resp.status_code == 200 and resp.json()[0]["key"] is None
     v2.error_of(client.get(url, params={"offset": 0, "key_format": "xml"}), 400, 400)
+
+
+# --- hostile payloads -----------------------------------------------------------------------
+
+LINKED = json.dumps({"type": "record", "name": "L",
+                     "fields": [{"name": "n", "type": ["null", "L"]}]})
+
+
+def _linked(depth: int) -> bytes:
+    """A linked list of ``depth`` records in Avro binary."""
+    return b"\x02" * (depth - 1) + b"\x00"
+
+
+def test_hostile_avro_payloads_are_refused_and_the_broker_lives(
+    v2: V2Client, registry: Any, topic: str, client: httpx.Client
+) -> None:
+    """A recursive schema's payload nested 200,000 levels deep made fastavro overflow the
+    stack and killed the broker (a 500, then a dead process); one 200 levels deep was a
+    500 (too deep for a JSON answer); five bytes of array count asked for billions of
+    nulls. Each is now an undecodable record (408 / 40801, seek past it)."""
+    linked_id = registry.register_schema(f"{topic}-linked", sr.Schema(LINKED, "AVRO"))
+    nulls_id = registry.register_schema(
+        f"{topic}-nulls", sr.Schema(json.dumps({"type": "array", "items": "null"}), "AVRO"))
+    huge_count = b"\x80\x80\x80\x80\x80\x80\x80\x80\x02"  # zig-zag 2^62 ... items
+    _produce(v2, topic, [(None, _framed(linked_id, _linked(3))),
+                         (None, _framed(linked_id, _linked(200_000))),
+                         (None, _framed(linked_id, _linked(200))),
+                         (None, _framed(nulls_id, huge_count + b"\x00")),
+                         (None, _framed(nulls_id, b"\x04\x00"))])
+    base = _consumer(v2, topic, "avro")
+    rows = _read(v2, base, "avro", 1)
+    assert rows[0]["value"] == {"n": {"L": {"n": {"L": {"n": None}}}}}
+    for offset, why in ((1, "nests deeper than 128 levels"), (2, "nests deeper than 128 levels"),
+                        (3, "more array or map items than its")):
+        msg = v2.error_of(v2.http.get(base + "/records", headers={"Accept": AVRO}), 408, 40801)
+        assert f"{topic}-0 at offset {offset}: " in msg and why in msg, msg
+        v2.post(base + "/positions",
+                {"offsets": [{"topic": topic, "partition": 0, "offset": offset + 1}]})
+    assert _kv(v2.records(base, fmt=AVRO, timeout=1000)) == [(None, [None, None])]
+    url = f"/topics/{topic}/partitions/0/records"
+    for offset in (1, 2, 3):  # the range read too, and the broker still answers
+        v2.error_of(client.get(url, params={"offset": offset, "count": 1},
+                               headers={"Accept": AVRO}), 408, 40801)
+    resp = client.get(url, params={"offset": 0, "count": 1}, headers={"Accept": AVRO})
+    assert resp.status_code == 200 and resp.json()[0]["offset"] == 0
+
+
+def test_json_values_deeper_than_an_answer_can_hold(
+    v2: V2Client, registry: Any, topic: str, client: httpx.Client
+) -> None:
+    """Stored JSON nested 300 levels deep (valid JSON, written as bytes) was a 500 for a
+    json or jsonschema reader: orjson cannot write it back. Now 408 / 40801 naming the
+    record; 128 levels still read."""
+    schema_id = registry.register_schema(f"{topic}-any", sr.Schema('{"type": "array"}', "JSON"))
+    ok, deep = (b"[" * n + b"]" * n for n in (128, 300))
+    _produce(v2, topic, [(None, ok), (None, deep), (None, _framed(schema_id, ok)),
+                         (None, _framed(schema_id, deep))])
+    url = f"/topics/{topic}/partitions/0/records"
+    resp = client.get(url, params={"offset": 0, "count": 1}, headers={"Accept": v2.JSON})
+    assert resp.status_code == 200 and resp.json()[0]["value"] is not None
+    msg = v2.error_of(client.get(url, params={"offset": 1, "count": 1},
+                                 headers={"Accept": v2.JSON}), 408, 40801)
+    assert f"offset 1 of {topic}-0 nests deeper than 128 levels" in msg, msg
+    resp = client.get(url, params={"offset": 2, "count": 1}, headers={"Accept": JSONSCHEMA})
+    assert resp.status_code == 200, resp.text
+    msg = v2.error_of(client.get(url, params={"offset": 3, "count": 1},
+                                 headers={"Accept": JSONSCHEMA}), 408, 40801)
+    assert "nests deeper than 128 levels" in msg, msg
+    base = _consumer(v2, topic, "json")
+    assert len(v2.records(base, fmt=v2.JSON, timeout=1000)) == 1  # stops before offset 1
+    msg = v2.error_of(v2.http.get(base + "/records", headers={"Accept": v2.JSON}), 408, 40801)
+    assert "nests deeper than 128 levels" in msg, msg

@@ -29,6 +29,7 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from core.broker.schemas.formats import ParsedSchema
 from core.broker.schemas.serde import compiled
+from core.broker.schemas.serde.avro_depth import check_depth, has_empty_items, static_depth
 from core.broker.schemas.serde.base import (
     DecodeError,
     Invalid,
@@ -38,6 +39,7 @@ from core.broker.schemas.serde.base import (
     show,
     why,
 )
+from core.json_depth import MAX_VALUE_DEPTH
 
 Convert = Callable[[Any], Any]
 
@@ -79,17 +81,42 @@ def encoder(parsed: ParsedSchema) -> Payload:
 
 def decoder(parsed: ParsedSchema, schema_id: int) -> Read:
     schema, convert = compiled.once(parsed, "avro reader", _reader_schema)
+    model = parsed.model
+    walk = compiled.once(parsed, "avro walk", _needs_walk)
 
     def read(payload: memoryview) -> Any:
+        if walk:  # before fastavro, which would recurse or allocate without bound
+            try:
+                check_depth(payload, model.schema, model.named, MAX_VALUE_DEPTH)
+            except DecodeError as exc:
+                raise DecodeError(f"the payload of schema {schema_id} is refused: "
+                                  f"{exc}") from None
         try:
             value = schemaless_reader(io.BytesIO(payload), schema, None,
                                       return_named_type=True)
         except Exception as exc:  # fastavro raises many kinds on bad data
             raise DecodeError(f"the payload is not Avro data of schema {schema_id}: "
                               f"{why(exc)}") from None
-        return value if convert is None else convert(value)
+        if convert is None:
+            return value
+        try:
+            return convert(value)
+        except RecursionError:  # not with the walk; kept as the last line of defence
+            raise DecodeError(f"the payload of schema {schema_id} nests too deeply") from None
 
     return read
+
+
+def _needs_walk(parsed: ParsedSchema) -> bool:
+    """Whether payloads of ``parsed`` are walked before fastavro reads them
+    (``avro_depth``): the schema can nest deeper than MAX_VALUE_DEPTH, or has arrays or
+    maps of items that take no bytes."""
+    model = parsed.model
+    try:
+        return (static_depth(model.schema, model.named, MAX_VALUE_DEPTH) > MAX_VALUE_DEPTH
+                or has_empty_items(model.schema, model.named))
+    except RecursionError:
+        return True
 
 
 # --- writing: Avro's JSON encoding -> fastavro's data, checked ------------------------------

@@ -13,6 +13,7 @@ from referencing.jsonschema import DRAFT7
 
 from core.broker.schemas.formats import ParsedSchema
 from core.broker.schemas.serde.base import DecodeError, Invalid, Payload, Read
+from core.json_depth import MAX_VALUE_DEPTH, value_depth_exceeds
 
 
 def encoder(parsed: ParsedSchema) -> Payload:
@@ -50,6 +51,9 @@ def decoder(parsed: ParsedSchema, schema_id: int) -> Read:
 
 def _read(payload: memoryview) -> Any:
     try:
-        return orjson.loads(payload)
+        value = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
         raise DecodeError(f"the payload is not valid JSON: {exc}") from None
+    if len(payload) > 2 * MAX_VALUE_DEPTH and value_depth_exceeds(bytes(payload)):
+        raise DecodeError(f"the payload nests deeper than {MAX_VALUE_DEPTH} levels")
+    return value
