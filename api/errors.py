@@ -140,6 +140,8 @@ ERROR_TABLE: dict[type[FranzError], ErrorSpec] = {
         "Consumer with specified consumer ID already exists in the specified consumer group.",
     ),
     be.IllegalConsumerStateError: ErrorSpec(409, ErrorCode.ILLEGAL_STATE, "Illegal state."),
+    be.GroupMaxSizeReachedError: ErrorSpec(
+        409, ErrorCode.ILLEGAL_STATE, "The consumer group has reached its max size."),
     be.NoOffsetForPartitionError: ErrorSpec(
         409, ErrorCode.ILLEGAL_STATE, "No committed offset and auto.offset.reset is none."
     ),

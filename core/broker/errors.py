@@ -195,6 +195,13 @@ class ConsumerAlreadyExistsError(FranzError):
     """A consumer instance with this name already exists in the group."""
 
 
+class GroupMaxSizeReachedError(FranzError):
+    """The consumer group already has ``group.max.size`` members (Kafka's
+    GROUP_MAX_SIZE_REACHED)."""
+
+    error_code = 81
+
+
 class IllegalConsumerStateError(FranzError):
     """Subscribe vs assign mixed, or a seek on a partition not assigned to the instance."""
 

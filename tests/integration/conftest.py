@@ -283,6 +283,7 @@ INSTANCE_TIMEOUT_MS = 2000
 #: ``message.max.bytes`` and ``max.request.size`` of ``limits_server``.
 MESSAGE_MAX_BYTES = 2048
 MAX_REQUEST_SIZE = 65536
+GROUP_MAX_SIZE = 3
 
 
 @pytest.fixture(scope="session")
@@ -300,8 +301,9 @@ def expiry_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FranzSer
 
 @pytest.fixture(scope="session")
 def limits_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FranzServer]:
-    """A broker with small size limits: ``message.max.bytes`` (the topic default
-    ``max.message.bytes``) and ``max.request.size`` (largest HTTP produce body)."""
+    """A broker with small limits: ``message.max.bytes`` (the topic default
+    ``max.message.bytes``), ``max.request.size`` (largest HTTP produce body) and
+    ``group.max.size`` (members of one consumer group)."""
     server = _server(
         tmp_path_factory,
         "limits",
@@ -309,6 +311,7 @@ def limits_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FranzSer
             "num.partitions=3",
             f"message.max.bytes={MESSAGE_MAX_BYTES}",
             f"max.request.size={MAX_REQUEST_SIZE}",
+            f"group.max.size={GROUP_MAX_SIZE}",
         ],
     )
     server.start()

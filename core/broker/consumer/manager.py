@@ -73,6 +73,7 @@ DEFAULTS: Mapping[str, Any] = {
     "consumer.request.timeout.max.ms": 300_000,  # ceiling on every wait of a read
     "consumer.request.max.bytes": 64 * 1024 * 1024,
     "offset.metadata.max.bytes": 4096,
+    "group.max.size": 1000,
     "consumer.partition.assignment.strategy": "range",  # not a Kafka broker property
 }
 EXPIRY_CHECK_INTERVAL_MS = 1_000
@@ -120,6 +121,7 @@ class ConsumerManager:
             clock=clock,
             assignor=assignor,
             offset_metadata_max_bytes=int(_setting(config, "offset.metadata.max.bytes")),
+            group_max_size=int(_setting(config, "group.max.size")),
             listener=self,
         )
         #: reads that skipped a partition whose replica is offline (fetch.OfflineSkips)

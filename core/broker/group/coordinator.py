@@ -37,6 +37,7 @@ from core.broker.errors import (
     ConsumerAlreadyExistsError,
     ConsumerInstanceNotFoundError,
     GroupIdNotFoundError,
+    GroupMaxSizeReachedError,
     GroupRecordTooLargeError,
     InvalidGroupIdError,
     NonEmptyGroupError,
@@ -101,9 +102,13 @@ class GroupCoordinator:
         clock: Clock = SYSTEM_CLOCK,
         assignor: str = "range",
         offset_metadata_max_bytes: int = 4096,
+        group_max_size: int = 1000,
         listener: RebalanceListener | None = None,
     ) -> None:
+        if group_max_size < 1:
+            raise ValueError(f"group.max.size must be at least 1, got {group_max_size}")
         self.backend = backend
+        self.group_max_size = group_max_size
         self.clock = clock
         self.assignor = assignor
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
@@ -208,6 +213,11 @@ class GroupCoordinator:
                     f"Consumer with specified consumer ID {member.member_id!r} already exists "
                     f"in group {group_id!r}."
                 )
+            if len(group.members) >= self.group_max_size:
+                raise GroupMaxSizeReachedError(
+                    f"Consumer group {group_id!r} already has {len(group.members)} members, "
+                    f"its maximum (group.max.size={self.group_max_size}): delete an instance "
+                    "or use another group")
             member.touch(self.clock.now_ms())
 
             def add(g: Group) -> None:
