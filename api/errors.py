@@ -50,6 +50,7 @@ class ErrorCode(IntEnum):
     NOT_ACCEPTABLE = 406
     PAYLOAD_TOO_LARGE = 413
     CONFLICT = 409  # an Idempotency-Key request in progress
+    TOO_MANY_REQUESTS = 429  # idempotency.keys.max live Idempotency-Keys
     UNSUPPORTED_MEDIA_TYPE = 415
     UNPROCESSABLE_ENTITY = 422
     INTERNAL_SERVER_ERROR = 500
@@ -155,6 +156,8 @@ ERROR_TABLE: dict[type[FranzError], ErrorSpec] = {
         422, ErrorCode.UNPROCESSABLE_ENTITY, "Idempotency-Key reused for another request."),
     be.IdempotencyOutcomeUnknownError: ErrorSpec(
         422, ErrorCode.UNPROCESSABLE_ENTITY, "Outcome of the Idempotency-Key unknown."),
+    be.IdempotencyKeysExhaustedError: ErrorSpec(
+        429, ErrorCode.TOO_MANY_REQUESTS, "Too many live Idempotency-Keys."),
     # security
     be.AuthorizationError: ErrorSpec(403, ErrorCode.KAFKA_AUTHORIZATION, "Authorization failed."),
     be.SecurityDisabledError: ErrorSpec(

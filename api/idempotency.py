@@ -29,6 +29,7 @@ from api.security.authentication import principal_name
 from core.broker.errors import (
     IdempotencyKeyInUseError,
     IdempotencyKeyReusedError,
+    IdempotencyKeysExhaustedError,
     IdempotencyOutcomeUnknownError,
 )
 from core.broker.idempotency.producer import IdempotentRequest
@@ -36,7 +37,7 @@ from core.broker.idempotency.producer import IdempotentRequest
 HEADER = "idempotency-key"
 #: What fails a whole request carrying a key (never one record of it).
 IDEMPOTENCY_REFUSALS = (IdempotencyKeyInUseError, IdempotencyKeyReusedError,
-                        IdempotencyOutcomeUnknownError)
+                        IdempotencyKeysExhaustedError, IdempotencyOutcomeUnknownError)
 MAX_KEY_LENGTH = 255
 
 

@@ -146,7 +146,8 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
         retention_ms=int(config["idempotency.key.retention.ms"]),
         claim_timeout_ms=int(config["idempotency.key.claim.timeout.ms"]),
         producer_expiration_ms=int(config["idempotency.producer.id.expiration.ms"]),
-        append_timeout_ms=int(config["request.timeout.ms"]))
+        append_timeout_ms=int(config["request.timeout.ms"]),
+        max_keys=int(config["idempotency.keys.max"]))
     admin = TopicAdmin(
         controller, cache, sync, log_defaults=config.log_defaults,
         default_partitions=config["num.partitions"],

@@ -268,6 +268,14 @@ class IdempotencyKeyReusedError(FranzError):
     error_code = -1
 
 
+class IdempotencyKeysExhaustedError(FranzError):
+    """The broker already holds ``idempotency.keys.max`` live Idempotency-Keys: a new key
+    is refused (429) until older ones expire; nothing is written."""
+
+    error_code = -1
+    retriable = True
+
+
 class IdempotencyOutcomeUnknownError(FranzError):
     """The first request with this Idempotency-Key never finished (its broker stopped
     mid-way) and its producer state has expired since: whether its records were written

@@ -284,6 +284,7 @@ INSTANCE_TIMEOUT_MS = 2000
 MESSAGE_MAX_BYTES = 2048
 MAX_REQUEST_SIZE = 65536
 GROUP_MAX_SIZE = 3
+IDEMPOTENCY_KEYS_MAX = 3
 
 
 @pytest.fixture(scope="session")
@@ -302,8 +303,9 @@ def expiry_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FranzSer
 @pytest.fixture(scope="session")
 def limits_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FranzServer]:
     """A broker with small limits: ``message.max.bytes`` (the topic default
-    ``max.message.bytes``), ``max.request.size`` (largest HTTP produce body) and
-    ``group.max.size`` (members of one consumer group)."""
+    ``max.message.bytes``), ``max.request.size`` (largest HTTP produce body),
+    ``group.max.size`` (members of one consumer group) and ``idempotency.keys.max``
+    (live Idempotency-Keys; only ``test_idempotency_keys_max`` sends keys there)."""
     server = _server(
         tmp_path_factory,
         "limits",
@@ -312,6 +314,7 @@ def limits_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FranzSer
             f"message.max.bytes={MESSAGE_MAX_BYTES}",
             f"max.request.size={MAX_REQUEST_SIZE}",
             f"group.max.size={GROUP_MAX_SIZE}",
+            f"idempotency.keys.max={IDEMPOTENCY_KEYS_MAX}",
         ],
     )
     server.start()

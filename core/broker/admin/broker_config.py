@@ -76,6 +76,7 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("log.retention.check.interval.ms", int, 300000, "how often retention runs"),
     _p("producer.id.expiration.ms", int, 86400000, "how long a partition keeps an idle producer id's state (its last sequences: what lets a retried batch be recognised); Kafka's"),
     _p("idempotency.key.retention.ms", int, 86400000, "how long a produce's Idempotency-Key answers a retry with the original result (docs/delivery.md)"),
+    _p("idempotency.keys.max", int, 5000000, "live Idempotency-Keys one broker holds (~300 bytes each); a request with a new key past it is 429 until older keys expire"),
     _p("idempotency.key.claim.timeout.ms", int, 60000, "how long a produce holding an Idempotency-Key may take before a retry with that key may resume it (its broker is presumed gone)"),
     _p("idempotency.producer.id.expiration.ms", int, 600000, "how long a partition keeps the producer id of one Idempotency-Key request after its write; an unfinished request (its broker died, or it failed retriably) is recognised when retried within this time, later retries get 422"),
     _p("idempotency.topic.num.partitions", int, 16, "partitions of __franz_idempotency"),

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from core.broker.errors import (
     IdempotencyKeyInUseError,
     IdempotencyKeyReusedError,
+    IdempotencyKeysExhaustedError,
     IdempotencyOutcomeUnknownError,
 )
 from core.broker.idempotency.claims import (
@@ -60,6 +61,8 @@ from core.storage.records import NewRecord, build_batch
 log = logging.getLogger(__name__)
 
 ACKS_ALL = -1
+#: ``idempotency.keys.max``: live keys a broker holds (~300 bytes each, docs/delivery.md).
+DEFAULT_MAX_KEYS = 5_000_000
 FLUSH_S = 0.2
 FLUSH_RECORDS = 256
 
@@ -93,8 +96,12 @@ class _Partition:
 class IdempotencyCoordinator:
     def __init__(self, log_: InternalTopicLog, clock: Clock, *, num_partitions: int,
                  retention_ms: int, claim_timeout_ms: int, producer_expiration_ms: int,
-                 append_timeout_ms: int) -> None:
+                 append_timeout_ms: int, max_keys: int = DEFAULT_MAX_KEYS) -> None:
+        if max_keys < 1:
+            raise ValueError(f"idempotency.keys.max must be at least 1, got {max_keys}")
         self._log = log_
+        self.max_keys = max_keys
+        self.live_keys = 0  # in every partition loaded here
         self._clock = clock
         self.num_partitions = num_partitions
         self._retention_ms = retention_ms
@@ -123,8 +130,10 @@ class IdempotencyCoordinator:
             loaded = self._partitions.get(partition)
             epoch = self._log.leader_epoch(partition)
             if loaded is None or loaded.leader_epoch != epoch:
+                stale = loaded
                 loaded = await self._load(partition, epoch)
                 self._partitions[partition] = loaded
+                self.live_keys += len(loaded.keys) - (0 if stale is None else len(stale.keys))
             return loaded
 
     async def _load(self, partition: int, epoch: int) -> _Partition:
@@ -151,9 +160,11 @@ class IdempotencyCoordinator:
                  len(keys), skipped)
         return loaded
 
-    def _expire(self, loaded: _Partition, now_ms: int) -> None:
+    def _expire(self, loaded: _Partition, now_ms: int) -> int:
+        """Forget ``loaded``'s keys past retention; how many."""
         keys, ids = loaded.keys, loaded.producer_ids
         limit = now_ms - self._retention_ms
+        before = len(keys)
         while keys:
             key, entry = next(iter(keys.items()))
             if entry.created_ms > limit:
@@ -161,12 +172,13 @@ class IdempotencyCoordinator:
             del keys[key]
             if ids.get(entry.producer_id) == key:
                 del ids[entry.producer_id]
+        return before - len(keys)
 
     def expire_all(self) -> None:
         """Forget expired keys everywhere (the maintenance loop calls it)."""
         now = self._clock.now_ms()
         for loaded in self._partitions.values():
-            self._expire(loaded, now)
+            self.live_keys -= self._expire(loaded, now)
 
     # --- requests -----------------------------------------------------------------------
 
@@ -177,15 +189,24 @@ class IdempotencyCoordinator:
         now = self._clock.now_ms()
         entry = keys.get(key)
         if entry is not None and entry.created_ms <= now - self._retention_ms:
-            self._expire(loaded, now)
+            self.live_keys -= self._expire(loaded, now)
             entry = keys.get(key)
         if entry is not None:
             return await self._again(partition, entry, fingerprint, now)
+        if self.live_keys >= self.max_keys:
+            self.expire_all()  # at the cap only: every partition, not just this one
+            if self.live_keys >= self.max_keys:
+                raise IdempotencyKeysExhaustedError(
+                    f"This broker holds {self.live_keys} live Idempotency-Keys, its maximum "
+                    f"(idempotency.keys.max={self.max_keys}); each is kept for "
+                    f"idempotency.key.retention.ms={self._retention_ms} ms. Retry later, or "
+                    "produce without the header")
         pid = producer_id_for(partition, key, loaded.producer_ids)
         entry = KeyEntry(fingerprint, now, partition_count, now, pid,
                          producer_epoch_for(now, self._retention_ms),
                          busy_until=now + self._claim_timeout_ms)
         keys[key] = entry
+        self.live_keys += 1
         loaded.producer_ids[pid] = key
         self._write_later(partition, key, entry)
         return _claim_of(entry)

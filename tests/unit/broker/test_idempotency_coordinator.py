@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from core.broker.errors import (
     IdempotencyKeyInUseError,
     IdempotencyKeyReusedError,
+    IdempotencyKeysExhaustedError,
     IdempotencyOutcomeUnknownError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
@@ -355,4 +356,29 @@ def test_an_answer_lost_before_its_record_is_resumable(clock: ManualClock) -> No
         clock.advance(CLAIM_TIMEOUT)
         resumed = await other.claim(b"k", FP, partition_count=1)
         assert resumed.results is None and resumed.producer_id == claim.producer_id
+    run(go())
+
+
+def test_new_keys_past_idempotency_keys_max_are_refused(clock: ManualClock) -> None:
+    """A broker holds at most ``max_keys`` live keys (~300 bytes each): a client sending a
+    new key per request could otherwise grow it without bound for a whole retention.
+    Keys already held keep answering; expired ones make room."""
+    async def go() -> None:
+        c = IdempotencyCoordinator(MemoryLog(), clock, num_partitions=4,  # type: ignore[arg-type]
+                                   retention_ms=RETENTION, claim_timeout_ms=CLAIM_TIMEOUT,
+                                   producer_expiration_ms=EXPIRATION, append_timeout_ms=1000,
+                                   max_keys=3)
+        claims = [await c.claim(b"u\0k%d" % i, FP, partition_count=1) for i in range(3)]
+        assert c.live_keys == 3
+        with pytest.raises(IdempotencyKeysExhaustedError, match="idempotency.keys.max=3"):
+            await c.claim(b"u\0k3", FP, partition_count=1)
+        assert c.live_keys == 3  # nothing was taken for the refused key
+        await c.complete(b"u\0k0", claims[0].producer_id, encode_results(RESULTS))
+        again = await c.claim(b"u\0k0", FP, partition_count=1)  # a held key still answers
+        assert again.results is not None
+        clock.advance(RETENTION)
+        fresh = await c.claim(b"u\0k3", FP, partition_count=1)  # the old keys expired
+        assert fresh.results is None
+        c.expire_all()
+        assert c.live_keys == 1
     run(go())
