@@ -59,6 +59,8 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("offset.metadata.max.bytes", int, 4096, "max length of commit metadata"),
     _p("offsets.commit.timeout.ms", int, 5000, "acks=all wait of an offset commit"),
     _p("group.initial.rebalance.delay.ms", int, 0, "delay of the first rebalance of an empty group"),
+    _p("offsets.retention.minutes", int, 10080, "a consumer group without members for this long (since it became empty, or its last commit if later) loses its committed offsets and is deleted (Kafka's, KIP-211)"),
+    _p("offsets.retention.check.interval.ms", int, 600000, "how often empty groups are checked against offsets.retention.minutes"),
     _p("group.max.size", int, 1000, "most members (REST consumer instances) of one consumer group; a join past it is refused (409 / 40903). Kafka's default is 2^31-1; every join rewrites the whole group's record on the event loop, so the cost of a join grows with the group"),
     _p("consumer.instance.timeout.ms", int, 300000, "idle expiry of a REST consumer instance"),
     _p("consumer.request.timeout.ms", int, 1000, "default and max wait of a GET .../records"),

@@ -74,6 +74,8 @@ DEFAULTS: Mapping[str, Any] = {
     "consumer.request.max.bytes": 64 * 1024 * 1024,
     "offset.metadata.max.bytes": 4096,
     "group.max.size": 1000,
+    "offsets.retention.minutes": 10080,  # Kafka's: 7 days
+    "offsets.retention.check.interval.ms": 600_000,
     "consumer.partition.assignment.strategy": "range",  # not a Kafka broker property
 }
 EXPIRY_CHECK_INTERVAL_MS = 1_000
@@ -111,6 +113,11 @@ class ConsumerManager:
         self.request_timeout_ms = min(int(_setting(config, "consumer.request.timeout.ms")),
                                       self.request_timeout_max_ms)
         self.request_max_bytes = int(_setting(config, "consumer.request.max.bytes"))
+        self.offsets_retention_ms = int(_setting(config, "offsets.retention.minutes")) * 60_000
+        self.retention_check_ms = int(_setting(config, "offsets.retention.check.interval.ms"))
+        if self.offsets_retention_ms < 60_000 or self.retention_check_ms < 1:
+            raise ValueError("offsets.retention.minutes must be at least 1 and "
+                             "offsets.retention.check.interval.ms positive")
         assignor = assignor or str(_setting(config, "consumer.partition.assignment.strategy"))
         if assignor not in ASSIGNORS:
             raise ValueError(
@@ -151,15 +158,20 @@ class ConsumerManager:
                 await asyncio.wait_for(self._auto_commit_group(group), SHUTDOWN_COMMIT_S)
 
     async def _maintain(self) -> None:
-        since_refresh = 0
+        since_refresh = since_retention = 0
         while True:
             await asyncio.sleep(EXPIRY_CHECK_INTERVAL_MS / 1000)
             since_refresh += EXPIRY_CHECK_INTERVAL_MS
+            since_retention += EXPIRY_CHECK_INTERVAL_MS
             try:
                 await self.expire_idle(self.clock.now_ms())
                 if since_refresh >= METADATA_REFRESH_INTERVAL_MS:
                     since_refresh = 0
                     await self.coordinator.refresh_metadata()
+                if since_retention >= self.retention_check_ms:
+                    since_retention = 0
+                    await self.coordinator.expire_empty_groups(self.clock.now_ms(),
+                                                               self.offsets_retention_ms)
             except Exception:  # a failed round must not end the loop
                 log.exception("consumer maintenance failed")
 

@@ -67,6 +67,7 @@ from core.broker.group.records import (
 from core.broker.group.topics import check_partitions, match_topics, partition_counts
 from core.broker.types import TopicPartition
 from core.clock import SYSTEM_CLOCK, Clock
+from core.errors import FranzError
 from core.storage.errors import MessageTooLargeError, RecordBatchTooLargeError
 from core.storage.records import NewRecord, build_batch
 
@@ -488,6 +489,32 @@ class GroupCoordinator:
 
             await self._append(group.partition, records, on_success=drop)
         log.info("group %s deleted", group_id)
+
+    async def expire_empty_groups(self, now_ms: int, retention_ms: int) -> list[str]:
+        """Kafka's offsets retention (``offsets.retention.minutes``, KIP-211): a group with
+        no members for ``retention_ms`` (since it became Empty, or since its last commit
+        if that came later) loses its offsets and is deleted (tombstones, as
+        ``delete_group``); groups with members keep theirs. Without it every group a
+        client ever named (a random one per run, as console consumers make) stayed in
+        memory and in ``__consumer_offsets`` for good. The ids deleted."""
+        gone: list[str] = []
+        for group in list(self._groups.values()):
+            if group.is_dead or group.members:
+                continue
+            since = max([group.state_timestamp_ms,
+                         *(c.commit_timestamp for c in group.offsets.values())])
+            if since < 0 or now_ms - since < retention_ms:
+                continue
+            try:
+                await self.delete_group(group.group_id)
+            except FranzError as exc:  # joined meanwhile, moved away: next round
+                log.debug("group %s not expired: %s", group.group_id, exc)
+                continue
+            gone.append(group.group_id)
+        if gone:
+            log.info("%d empty group(s) expired after offsets.retention.minutes: %s",
+                     len(gone), gone[:10])
+        return gone
 
     # --- the log ----------------------------------------------------------------------
 

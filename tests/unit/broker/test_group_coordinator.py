@@ -12,6 +12,7 @@ from core.broker.errors import (
     ConsumerAlreadyExistsError,
     ConsumerInstanceNotFoundError,
     GroupIdNotFoundError,
+    GroupMaxSizeReachedError,
     NonEmptyGroupError,
     NotCoordinatorError,
     OffsetMetadataTooLargeError,
@@ -192,3 +193,45 @@ async def test_refresh_metadata_follows_patterns_and_partition_counts(backend, c
     backend.create_topic("t", 6)
     assert await c.refresh_metadata() == ["g"]
     assert len(group.members["b"].assignment) == 4
+
+
+async def test_group_max_size(backend, clock) -> None:
+    c = await coordinator(backend, clock, group_max_size=2)
+    await c.join("g", member("a"))
+    await c.join("g", member("b"))
+    with pytest.raises(GroupMaxSizeReachedError, match="group.max.size=2"):
+        await c.join("g", member("c"))
+    assert sorted((await c.group("g")).members) == ["a", "b"]
+    await c.join("other", member("c"))
+
+
+async def test_empty_groups_expire_after_offsets_retention(backend, clock) -> None:
+    """Kafka's offsets retention (KIP-211): a group empty for the retention loses its
+    offsets and is gone, also after a reload; a group with members keeps its offsets,
+    and a commit to an empty group restarts the wait."""
+    day = 86_400_000
+    c = await coordinator(backend, clock)
+    await c.join("left", member("a", ("t",)))
+    await c.commit_offsets("left", {TP("t", 0): (5, "")})
+    await c.leave("left", ["a"])
+    await c.join("alive", member("b", ("t",)))
+    await c.commit_offsets("alive", {TP("t", 1): (7, "")})
+    await c.commit_offsets("simple", {TP("t", 2): (9, "")})  # offsets alone, no members
+    clock.advance(day - 1)
+    assert await c.expire_empty_groups(clock.now_ms(), day) == []
+    await c.commit_offsets("simple", {TP("t", 2): (10, "")})
+    clock.advance(1)
+    assert await c.expire_empty_groups(clock.now_ms(), day) == ["left"]
+    with pytest.raises(GroupIdNotFoundError):
+        await c.describe_group("left")
+    assert (await c.committed("alive"))[TP("t", 1)].offset == 7
+    assert await c.committed("left") == {}
+    clock.advance(day)
+    c.touch("alive", "b")
+    assert await c.expire_empty_groups(clock.now_ms(), day) == ["simple"]
+    reopened = backend.reopen()
+    fresh = await coordinator(reopened, clock)  # the tombstones hold after a reload
+    ids = {g.group_id for g in fresh.list_groups()}
+    assert "left" not in ids and "simple" not in ids and "alive" in ids
+    assert (await fresh.committed("alive"))[TP("t", 1)].offset == 7
+    reopened.close()
