@@ -52,7 +52,12 @@ def json_depth_exceeds(body: bytes, limit: int) -> bool:
     return b"()" in s
 
 
-def value_depth_exceeds(data: bytes) -> bool:
+#: A key or value up to this long cannot nest deeper than MAX_VALUE_DEPTH (each level
+#: takes two bytes): the usual one needs no scan.
+SHALLOW_VALUE_BYTES = 2 * MAX_VALUE_DEPTH
+
+
+def value_depth_exceeds(data: bytes | memoryview) -> bool:
     """``json_depth_exceeds(data, MAX_VALUE_DEPTH)``, answered by the length alone for
-    the usual value (each level takes two bytes)."""
-    return len(data) > 2 * MAX_VALUE_DEPTH and json_depth_exceeds(data, MAX_VALUE_DEPTH)
+    the usual value (a memoryview is copied only when it is longer)."""
+    return len(data) > SHALLOW_VALUE_BYTES and json_depth_exceeds(bytes(data), MAX_VALUE_DEPTH)

@@ -30,7 +30,7 @@ from api.errors import ApiError, ErrorCode
 from api.render_cache import RenderCache, Rendering
 from core.broker.replica.batch_cache import CachedBatch
 from core.broker.types import ProduceColumns
-from core.json_depth import MAX_VALUE_DEPTH, value_depth_exceeds
+from core.json_depth import MAX_VALUE_DEPTH, SHALLOW_VALUE_BYTES, value_depth_exceeds
 from core.storage.records import Record
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
@@ -231,7 +231,7 @@ def render_json(items: Iterable[Polled]) -> list[dict[str, Any]]:
     """Raises NotJsonError (with the failing index) at the first key or value that is
     not JSON, or nests deeper than MAX_VALUE_DEPTH."""
     loads, types, too_deep = orjson.loads, TIMESTAMP_TYPES, value_depth_exceeds
-    deep = 2 * MAX_VALUE_DEPTH
+    deep = SHALLOW_VALUE_BYTES
     out: list[dict[str, Any]] = []
     append = out.append
     for i, ((t, p), r) in enumerate(items):
@@ -241,7 +241,7 @@ def render_json(items: Iterable[Polled]) -> list[dict[str, Any]]:
             value = None if v is None else loads(v)
         except orjson.JSONDecodeError:
             raise NotJsonError(i, t, p, r.offset) from None
-        # each level takes two bytes: only a long key or value can nest too deep
+        # value_depth_exceeds' own length test, inline: no call for the usual record
         if ((v is not None and len(v) > deep and too_deep(v))
                 or (k is not None and len(k) > deep and too_deep(k))):
             raise NotJsonError(i, t, p, r.offset, _TOO_DEEP)

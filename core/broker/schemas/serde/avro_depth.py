@@ -30,6 +30,24 @@ ITEMS_BEYOND_BYTES = 4096
 _BLOCKS = object()  # a task: the rest of an array's or a map's blocks
 
 
+def _inner(node: Any) -> tuple[list[Any], bool]:
+    """The schemas inside a parsed schema node that is not a name, and whether they sit
+    one level deeper (a union's non-null branches, a record's fields, an array's items,
+    a map's values), not for a wrapper (``{"type": "int", "logicalType": ...}``)."""
+    if isinstance(node, list):
+        return [b for b in node if b != "null"], True
+    kind = node.get("type")
+    if kind in ("record", "error"):
+        return [f["type"] for f in node.get("fields", ())], True
+    if kind == "array":
+        return [node["items"]], True
+    if kind == "map":
+        return [node["values"]], True
+    if kind in ("enum", "fixed") or kind is None:
+        return [], False
+    return [kind], False
+
+
 def static_depth(schema: Any, named: Mapping[str, Any], limit: int) -> int:
     """The most levels a value of ``schema`` can nest, or ``limit + 1`` when it can nest
     deeper than ``limit`` (a recursive schema always can)."""
@@ -45,28 +63,15 @@ def static_depth(schema: Any, named: Mapping[str, Any], limit: int) -> int:
             if definition is not None:
                 stack.append((definition, depth, seen | {node}))
             continue
-        if isinstance(node, list):  # a union: its non-null branch is one level
-            stack.extend((b, depth + 1, seen) for b in node if b != "null")
-            deepest = max(deepest, depth + 1)
-        else:
-            kind = node.get("type")
-            name = node.get("name")
-            if name is not None:
-                seen = seen | {name}
-            if kind in ("record", "error"):
-                stack.extend((f["type"], depth + 1, seen) for f in node.get("fields", ()))
-            elif kind == "array":
-                stack.append((node["items"], depth + 1, seen))
-            elif kind == "map":
-                stack.append((node["values"], depth + 1, seen))
-            elif kind not in ("enum", "fixed") and kind is not None:
-                stack.append((kind, depth, seen))  # {"type": "int", "logicalType": ...}
-                continue
-            else:
-                continue
-            deepest = max(deepest, depth + 1)
-        if deepest > limit:
-            return limit + 1
+        if isinstance(node, dict) and node.get("name") is not None:
+            seen = seen | {node["name"]}
+        inner, deeper = _inner(node)
+        if deeper:
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return limit + 1
+        stack.extend((n, depth, seen) for n in inner)
     return deepest
 
 
@@ -81,19 +86,12 @@ def has_empty_items(schema: Any, named: Mapping[str, Any]) -> bool:
             if node not in done and node in named:
                 done.add(node)
                 stack.append(named[node])
-        elif isinstance(node, list):
-            stack.extend(node)
-        else:
-            kind = node.get("type")
-            if kind in ("array", "map"):
-                items = node["items"] if kind == "array" else node["values"]
-                if _can_be_empty(items, named, set()):
-                    return True
-                stack.append(items)
-            elif kind in ("record", "error"):
-                stack.extend(f["type"] for f in node.get("fields", ()))
-            elif kind not in ("enum", "fixed") and kind is not None:
-                stack.append(kind)
+            continue
+        inner, _deeper = _inner(node)
+        if (isinstance(node, dict) and node.get("type") in ("array", "map")
+                and _can_be_empty(inner[0], named, set())):
+            return True
+        stack.extend(inner)
     return False
 
 

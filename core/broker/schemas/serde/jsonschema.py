@@ -54,6 +54,6 @@ def _read(payload: memoryview) -> Any:
         value = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
         raise DecodeError(f"the payload is not valid JSON: {exc}") from None
-    if len(payload) > 2 * MAX_VALUE_DEPTH and value_depth_exceeds(bytes(payload)):
+    if value_depth_exceeds(payload):
         raise DecodeError(f"the payload nests deeper than {MAX_VALUE_DEPTH} levels")
     return value
