@@ -67,13 +67,14 @@ class CachedBatch:
         self.owner: BatchCache | None = None
         self._records: list[Record] | None = None
         self.log_append_time = h.max_timestamp if h.timestamp_type == LOG_APPEND_TIME else None
+        self._sizes: list[int] | None = None
+        # set before ``records`` is read below: decoding adds its own estimate to it
+        self.nbytes = int(len(raw) * _RENDERED_PER_BYTE) + h.records_count * _RENDERED_PER_RECORD
         self.offsets: Sequence[int]
         if h.records_count == h.last_offset_delta + 1:  # not compacted: no gaps
             self.offsets = range(h.base_offset, h.last_offset + 1)
-        else:
+        else:  # compaction took records out (or left an empty batch): the offsets read
             self.offsets = list(map(_offset, self.records))
-        self._sizes: list[int] | None = None
-        self.nbytes = int(len(raw) * _RENDERED_PER_BYTE) + h.records_count * _RENDERED_PER_RECORD
 
     @property
     def records(self) -> list[Record]:
