@@ -230,3 +230,7 @@ def zk(brokers: list[BrokerProcess]) -> Iterator[KazooClient]:
     yield client
     client.stop()
     client.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "life: the life test (tests/cluster/life/, docs/life-test.md)")
