@@ -3,7 +3,9 @@
 Commit semantics are Confluent's: the client sends the offset of the last record it
 processed and franz commits ``offset + 1``; reading committed offsets returns the stored
 (next-to-read) value, so committing 20 reads back 21. An empty commit body commits the
-instance's current positions. Commit answers 200 with ``[]``. ``GET .../offsets`` needs a
+instance's current positions. Commit answers 200 with ``[]``; it needs READ on the
+group and on each topic it writes, the body's or the positions' (403 / 40301, nothing
+committed, otherwise). ``GET .../offsets`` needs a
 JSON body listing partitions; without one it is 404 / 40402 (Confluent, odd but real).
 
 Ranges (``api.input_limits``): offsets 0..2^63-2 (a commit stores ``offset + 1``, an
@@ -24,7 +26,7 @@ from api.errors import ApiError, ErrorCode
 from api.input_limits import INT64_MAX
 from api.openapi import errors, json_body, ok
 from api.responses import check_accept, no_content, v2_json
-from api.security.authentication import principal_name
+from api.security.authentication import client_host_of, principal_name
 from api.security.authorization import Need, require, requires
 from api.v2.body import read_json, require_json
 from api.v2.consumers import INSTANCE, topic_partitions
@@ -187,7 +189,7 @@ async def seek_to_end(group: str, instance: str, request: Request) -> Response:
         **errors(400, 404, 409, 415, 422, 500),
     },
 )
-@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it; READ on each topic committed")
+@requires(Need(Operation.READ, ResourceType.GROUP, "group"), also="the consumer instance belongs to the principal that created it; READ on the group and on each topic committed, checked by the coordinator when it commits (with or without a body: the positions a seek set)")
 async def commit(
     group: str,
     instance: str,
@@ -198,7 +200,10 @@ async def commit(
     offsets = None if req is None else commit_offsets(req["offsets"])
     for topic in dict.fromkeys(tp.topic for tp in offsets or ()):
         require(request, Operation.READ, ResourceType.TOPIC, topic)
-    await consumers_of(request).commit(group, instance, offsets, principal=principal_name(request))
+    # the coordinator checks again, for the offsets it writes: without a body those are
+    # the instance's positions (where a seek put them), known only there
+    await consumers_of(request).commit(group, instance, offsets, principal=principal_name(request),
+                                       client_host=client_host_of(request))
     return v2_json(request, [])
 
 

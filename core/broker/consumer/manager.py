@@ -14,6 +14,11 @@ the committed offset, else at auto.offset.reset. With auto-commit, each read fir
 commits the positions reached by the previous reads (the Java consumer's rule), as do a
 rebalance that takes partitions away and leaving the group.
 
+Moving a group's offsets needs READ on the group and on each topic, at the time of the
+commit (Kafka's OffsetCommit rule): ``commit`` checks the caller for the partitions it
+writes, whether they came in the request or from the instance's positions (after a
+seek); an auto-commit writes only the partitions its instance's owner may still READ.
+
 Event-loop only. Wiring: ``ConsumerManager(backend, config=..., clock=...)``, then
 ``await start()`` (loads the offsets partitions this broker leads, starts the expiry and
 metadata loop) and ``await stop()``. The broker calls ``on_topics_changed()`` after
@@ -416,8 +421,16 @@ class ConsumerManager:
         offsets: Mapping[TopicPartition, tuple[int, str]] | None = None,
         *,
         principal: str | None = None,
+        client_host: str | None = None,
     ) -> None:
-        """Commit ``offsets`` (next offsets to read, metadata); None: the positions."""
+        """Commit ``offsets`` (next offsets to read, metadata); None: the positions.
+
+        The caller (``principal``, from ``client_host``; None: the instance's owner, from
+        the host it was created from) must be allowed READ on the group and on every
+        topic committed, whatever the offsets came from (a body, the positions a seek
+        set): checked here, where the offsets are known, at the time of the commit.
+        GroupAuthorizationFailedError / TopicAuthorizationFailedError (403) otherwise,
+        and nothing is committed."""
         member = await self._member(group, instance, principal)
         state = self._state(member, group)
         if offsets is None:
@@ -425,6 +438,9 @@ class ConsumerManager:
                 tp: (pos, "") for tp, pos in state.positions.items() if tp in member.assignment
             }
         entries = {TopicPartition(*tp): (int(o), m or "") for tp, (o, m) in offsets.items()}
+        self._check_commit(group, state.info.owner if principal is None else principal,
+                           member.client_host if client_host is None else client_host,
+                           {tp.topic for tp in entries})
         await self.coordinator.commit_offsets(group, entries, member_id=instance)
         state.auto_committed.update({tp: o for tp, (o, _) in entries.items()})
 
@@ -438,7 +454,13 @@ class ConsumerManager:
         return {tp: (c.offset, c.metadata) for tp, c in found.items()}
 
     async def _auto_commit(self, group: str, member: Member, state: InstanceState) -> None:
-        pending = state.uncommitted(member.assignment)
+        """Commit the positions reached since the last commit, of the partitions the
+        instance's owner may still READ (and only with READ on the group): a partition
+        whose READ was revoked keeps its committed offset, whatever the instance sought
+        since (logged at DEBUG; never an error for the read, rebalance or leave that
+        triggered it)."""
+        pending = self._committable(group, member, state.info.owner,
+                                    state.uncommitted(member.assignment))
         if not pending:
             return
         try:
@@ -493,6 +515,40 @@ class ConsumerManager:
             return True
         return self._authorize(Principal.parse(owner), host, Operation.READ,
                                ResourceType.TOPIC, topic)
+
+    def _may_read_group(self, principal: str, host: str, group: str) -> bool:
+        if self._authorize is None:
+            return True
+        return self._authorize(Principal.parse(principal), host, Operation.READ,
+                               ResourceType.GROUP, group)
+
+    def _check_commit(self, group: str, principal: str, host: str, topics: set[str]) -> None:
+        """Kafka's OffsetCommit rule: READ on the group, then READ on every topic."""
+        if not self._may_read_group(principal, host, group):
+            raise GroupAuthorizationFailedError(f"Not authorized to READ group {group!r}.")
+        denied = sorted(t for t in topics if not self._may_read(principal, host, t))
+        if denied:
+            raise TopicAuthorizationFailedError(
+                f"Not authorized to READ topic {denied[0]!r}." if len(denied) == 1
+                else f"Not authorized to READ topics {denied}.")
+
+    def _committable(self, group: str, member: Member, owner: str,
+                     pending: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """What of ``pending`` an auto-commit may write for ``owner``: nothing without
+        READ on the group, else the partitions of topics it may READ."""
+        if not pending or self._authorize is None:
+            return pending
+        if not self._may_read_group(owner, member.client_host, group):
+            log.debug("auto-commit of %s in group %s skipped: %s may not READ the group",
+                      member.member_id, group, owner)
+            return {}
+        readable = {t: self._may_read(owner, member.client_host, t)
+                    for t in {tp.topic for tp in pending}}
+        if not all(readable.values()):
+            log.debug("auto-commit of %s in group %s skips topics %s: %s may not READ them",
+                      member.member_id, group, sorted(t for t, ok in readable.items() if not ok),
+                      owner)
+        return {tp: pos for tp, pos in pending.items() if readable[tp.topic]}
 
     def _check_readable(self, member: Member, info: ConsumerInstanceInfo) -> None:
         """TopicAuthorizationFailedError unless the owner may READ every assigned topic

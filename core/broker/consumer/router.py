@@ -165,8 +165,12 @@ class GroupRouter:
 
     async def commit(self, group: str, instance: str,
                      offsets: Mapping[TopicPartition, tuple[int, str]] | None = None, *,
-                     principal: str) -> None:
-        await self._call("commit", group, instance=instance, principal=principal, offsets=offsets)
+                     principal: str, client_host: str | None = None) -> None:
+        """The coordinator checks READ on the group and the topics committed, for
+        ``principal`` from ``client_host`` (the request's)."""
+        host = {} if client_host is None else {"client_host": client_host}
+        await self._call("commit", group, instance=instance, principal=principal, offsets=offsets,
+                         **host)
 
     async def committed(self, group: str, instance: str, partitions: Iterable[TopicPartition],
                         *, principal: str) -> dict[TopicPartition, tuple[int, str]]:
