@@ -12,6 +12,15 @@
 5. else an ALLOW of the operation, of ALL, or of an operation implying it (READ,
    WRITE, DELETE, ALTER imply DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS).
 
+Internal topics (``core.broker.types.INTERNAL_TOPICS``: ``__consumer_offsets``,
+``__franz_idempotency``, ``__transaction_state``, ``_schemas``) hold every group's
+offsets and every producer's Idempotency-Keys, so READ and WRITE on them follow one rule
+of their own (close to Kafka's for its internal topics): they are allowed exactly to a
+principal allowed CLUSTER_ACTION on the cluster (the brokers, an operator's tool). No
+topic ACL grants them, not a LITERAL one naming the topic, nor ``*``, nor a PREFIXED
+``__``; a topic ACL that DENYs the operation still wins. Every other operation on them
+(DESCRIBE: listing and describing topics and partitions) is decided as for any topic.
+
 The ACLs are held in memory, indexed by resource type and pattern; the store's change
 notifications replace one pattern's ACLs (``replace``) or all of them (``load``).
 Decisions are cached until the next change, so a request costs one dict lookup.
@@ -24,6 +33,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from core.broker.security.acl import (
+    CLUSTER_NAME,
     IMPLIED_BY,
     WILDCARD,
     AccessControlEntry,
@@ -36,11 +46,15 @@ from core.broker.security.acl import (
     ResourceType,
 )
 from core.broker.security.principal import WILDCARD_PRINCIPAL, Principal
+from core.broker.types import is_internal_topic
 
 AUTHORIZER_NAMES = frozenset({"AclAuthorizer", "kafka.security.authorizer.AclAuthorizer",
                               "kafka.security.auth.SimpleAclAuthorizer"})
 MAX_CACHED_DECISIONS = 100_000
 _WILDCARD_PRINCIPAL = str(WILDCARD_PRINCIPAL)
+#: Operations on an internal topic that need CLUSTER_ACTION on the cluster instead of
+#: any topic ACL (the records: every group's offsets, every Idempotency-Key).
+INTERNAL_TOPIC_OPERATIONS = frozenset({Operation.READ, Operation.WRITE})
 
 Decision = tuple[str, str, Operation, ResourceType, str]
 
@@ -145,17 +159,31 @@ class AclAuthorizer:
                 resource_type: ResourceType, name: str) -> bool:
         if principal in self.super_users:
             return True
+        if (resource_type is ResourceType.TOPIC and operation in INTERNAL_TOPIC_OPERATIONS
+                and is_internal_topic(name)):
+            return (not self._denies(self._mine(self._matching(resource_type, name), who, host),
+                                     operation)
+                    and self._decide(principal, who, host, Operation.CLUSTER_ACTION,
+                                     ResourceType.CLUSTER, CLUSTER_NAME))
         acls = self._matching(resource_type, name)
         if not acls:
             return self.allow_if_no_acl
-        mine = [a for a in acls if a.principal in (who, _WILDCARD_PRINCIPAL)
-                and a.host in (host, WILDCARD)]
-        if any(a.permission is Permission.DENY and a.operation in (operation, Operation.ALL)
-               for a in mine):
+        mine = self._mine(acls, who, host)
+        if self._denies(mine, operation):
             return False
         allowing = IMPLIED_BY.get(operation, frozenset({operation}))
         return any(a.permission is Permission.ALLOW
                    and (a.operation is Operation.ALL or a.operation in allowing)
+                   for a in mine)
+
+    @staticmethod
+    def _mine(acls: list[AccessControlEntry], who: str, host: str) -> list[AccessControlEntry]:
+        return [a for a in acls if a.principal in (who, _WILDCARD_PRINCIPAL)
+                and a.host in (host, WILDCARD)]
+
+    @staticmethod
+    def _denies(mine: list[AccessControlEntry], operation: Operation) -> bool:
+        return any(a.permission is Permission.DENY and a.operation in (operation, Operation.ALL)
                    for a in mine)
 
     def authorized_operations(self, principal: Principal, host: str,
