@@ -19,6 +19,8 @@ of them sees the ``Broker`` facade:
     TopicAdmin(controller, cache, sync, consumers.on_topics_changed)
     SchemaRegistry(_schemas-0's InternalTopicLog)  the Schema Registry at that partition's leader
     SchemaRegistryRouter(registry, router, cache, client)   its calls, from any broker
+    replica manager role listeners -> the three coordinators' runtimes
+                                   (core.broker.coordination.runtime)
 
 The choice of metadata store backend and of the cluster client is the caller's
 (``app.assembly``).
@@ -39,6 +41,7 @@ from core.broker.consumer.router import GroupCallClient, GroupRouter
 from core.broker.controller.controlled_shutdown import ControlledShutdown, ShutdownClient
 from core.broker.controller.controller import Controller
 from core.broker.controller.partition_limits import PartitionLimits
+from core.broker.coordination.partition_log import InternalTopicLog
 from core.broker.group.backend import ReplicaGroupBackend
 from core.broker.idempotency.coordinator import IdempotencyCoordinator
 from core.broker.idempotency.producer import IdempotentProducer
@@ -49,7 +52,6 @@ from core.broker.produce.idempotence import GatewayProducers, ProducerIdSource
 from core.broker.produce.producer import Producer
 from core.broker.replica.batch_cache import BatchCache
 from core.broker.replica.fetcher import ReplicaFetchClient
-from core.broker.replica.internal_log import InternalTopicLog
 from core.broker.replica.manager import ReplicaManager, ReplicationSettings
 from core.broker.replica.metadata_sync import MetadataSync
 from core.broker.schemas.registry import SchemaRegistry
@@ -57,7 +59,7 @@ from core.broker.schemas.router import SchemaCallClient, SchemaRegistryRouter
 from core.broker.security.memory_store import MemorySecurityStore
 from core.broker.security.service import Security, SecuritySettings
 from core.broker.security.store import SecurityStore
-from core.broker.types import IDEMPOTENCY_TOPIC, SCHEMAS_TOPIC
+from core.broker.types import IDEMPOTENCY_TOPIC, OFFSETS_TOPIC, SCHEMAS_TOPIC
 from core.clock import SYSTEM_CLOCK, Clock
 from core.storage.blocking import run_blocking
 from core.storage.config import LogConfig
@@ -164,6 +166,10 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
         on_topics_changed=consumers.on_topics_changed)
     schemas = SchemaRegistry(InternalTopicLog(replicas, batches, SCHEMAS_TOPIC), clock,
                              append_timeout_ms=int(config["request.timeout.ms"]))
+    # the replicas' role changes drive the three coordinators' runtimes
+    replicas.add_role_listener(OFFSETS_TOPIC, consumers.coordinator.on_role_change)
+    replicas.add_role_listener(IDEMPOTENCY_TOPIC, keys.on_role_change)
+    replicas.add_role_listener(SCHEMAS_TOPIC, schemas.on_role_change)
     return Broker(BrokerParts(
         config=config, clock=clock, store=store, cache=cache, log_manager=log_manager,
         replicas=replicas, sync=sync, controller=controller, shutdown=shutdown, router=router,

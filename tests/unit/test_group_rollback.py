@@ -30,14 +30,15 @@ class LimitedBackend(FakeGroupBackend):
 
     broken: Exception | None = None
 
-    async def append_offsets(self, partition: int, batch: bytes) -> int:
+    async def append_offsets(self, partition: int, batch: bytes, *,
+                             leader_epoch: int | None = None) -> int:
         if self.broken is not None:
             raise self.broken
         if len(batch) > LIMIT:
             raise MessageTooLargeError(
                 f"the record batch size is {len(batch)} bytes, which exceeds the maximum "
                 f"configured value of {LIMIT} (max.message.bytes)")
-        return await super().append_offsets(partition, batch)
+        return await super().append_offsets(partition, batch, leader_epoch=leader_epoch)
 
 
 class Listener:

@@ -26,7 +26,9 @@ from typing import Protocol, TypeVar
 from core.broker.cluster.topic_stats import BrokerTopicStats
 from core.broker.errors import (
     BrokerNotAvailableError,
+    CoordinatorLoadInProgressError,
     LeaderNotAvailableError,
+    NotCoordinatorError,
     NotLeaderOrFollowerError,
 )
 from core.broker.metadata.cache import MetadataCache
@@ -197,7 +199,10 @@ class Router:
                 if address is None:
                     return await call(None)
                 return await self._forward(tp, address, call)
-            except (NotLeaderOrFollowerError, LeaderNotAvailableError, BrokerNotAvailableError):
+            except (NotLeaderOrFollowerError, LeaderNotAvailableError, BrokerNotAvailableError,
+                    NotCoordinatorError, CoordinatorLoadInProgressError):
+                # A coordinator at the leader answers "not coordinator" while its
+                # partition's leadership moves, or "loading" while it reads the log.
                 # At-least-once: an acks=all append whose leader moved while it waited is
                 # retried too (as a non-idempotent Kafka producer would).
                 if loop.time() >= deadline or not self._clustered():

@@ -1,11 +1,13 @@
-"""A partition of an internal topic as its leader's coordinator uses it: append a batch,
-read everything up to the high watermark (loading), read one record back.
+"""The partition writer of the coordinator runtime: a partition of an internal topic as
+its leader's coordinator uses it: append a batch (fenced by the leader epoch the
+coordinator's state was loaded at), read everything up to the high watermark (loading),
+read one record back.
 
-Coordinators (consumer groups over ``__consumer_offsets``, Idempotency-Keys over
-``__franz_idempotency``) serve the partitions this broker leads and keep an in-memory view
-built from them; every call here is local and raises ``NotLeaderOrFollowerError`` when
-this broker does not lead the partition (the caller's cue that it is not the
-coordinator). Event-loop only.
+Coordinators (consumer groups over ``__consumer_offsets``, the Schema Registry over
+``_schemas``, Idempotency-Keys over ``__franz_idempotency``) serve the partitions this
+broker leads and keep an in-memory view built from them; every call here is local and
+raises ``NotLeaderOrFollowerError`` when this broker does not lead the partition (the
+caller's cue that it is not the coordinator). Event-loop only.
 """
 
 from __future__ import annotations
@@ -37,10 +39,14 @@ class InternalTopicLog:
         records another leader wrote meanwhile."""
         return self._replicas.leader_partition(TopicPartition(self.topic, partition)).leader_epoch
 
-    async def append(self, partition: int, batch: bytes, *, acks: int, timeout_ms: int) -> int:
-        """The base offset of ``batch`` once appended (acks=all: once the HW passed it)."""
+    async def append(self, partition: int, batch: bytes, *, acks: int, timeout_ms: int,
+                     leader_epoch: int | None = None) -> int:
+        """The base offset of ``batch`` once appended (acks=all: once the HW passed it);
+        with ``leader_epoch``, refused (``NotLeaderOrFollowerError``) unless this broker
+        leads the partition at that epoch."""
         info = await self._replicas.append(TopicPartition(self.topic, partition),
-                                           bytearray(batch), acks=acks, timeout_ms=timeout_ms)
+                                           bytearray(batch), acks=acks, timeout_ms=timeout_ms,
+                                           leader_epoch=leader_epoch)
         return int(info.first_offset)
 
     async def _fetch(self, partition: int, offset: int, max_bytes: int) -> FetchResult:

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 from typing import Protocol
 
 from core.broker.cluster.router import Router
+from core.broker.coordination.partition_log import InternalTopicLog
 from core.broker.metadata.cache import MetadataCache
 from core.broker.replica.batch_cache import BatchCache, FetchResult
 from core.broker.replica.delayed import DataWatch
-from core.broker.replica.internal_log import InternalTopicLog
 from core.broker.replica.manager import ReplicaManager
 from core.broker.types import OFFSETS_TOPIC, PartitionOffsets, TopicPartition
 from core.storage.records import Record
@@ -32,9 +32,16 @@ class GroupBackend(Protocol):
 
     offsets_topic_partitions: int  # offsets.topic.num.partitions (50)
 
-    async def append_offsets(self, partition: int, batch: bytes) -> int:
+    def offsets_leader_epoch(self, partition: int) -> int:
+        """The leader epoch at which this broker leads ``__consumer_offsets``-``partition``
+        (``NotLeaderOrFollowerError`` where it does not)."""
+        ...
+
+    async def append_offsets(self, partition: int, batch: bytes, *,
+                             leader_epoch: int | None = None) -> int:
         """Append one v2 batch to ``__consumer_offsets``-``partition`` with acks=all;
-        the base offset once the high watermark has passed it."""
+        the base offset once the high watermark has passed it. With ``leader_epoch``:
+        ``NotLeaderOrFollowerError`` unless led here at that epoch."""
         ...
 
     def read_offsets(self, partition: int) -> AsyncIterator[Record]:
@@ -90,11 +97,14 @@ class ReplicaGroupBackend:
         self._commit_timeout_ms = commit_timeout_ms
         self._offsets_log = InternalTopicLog(replicas, batches, OFFSETS_TOPIC)
 
-    async def append_offsets(self, partition: int, batch: bytes) -> int:
-        info = await self._replicas.append(
-            TopicPartition(OFFSETS_TOPIC, partition), bytearray(batch), acks=-1,
-            timeout_ms=self._commit_timeout_ms)
-        return int(info.first_offset)
+    def offsets_leader_epoch(self, partition: int) -> int:
+        return self._offsets_log.leader_epoch(partition)
+
+    async def append_offsets(self, partition: int, batch: bytes, *,
+                             leader_epoch: int | None = None) -> int:
+        return await self._offsets_log.append(partition, batch, acks=-1,
+                                              timeout_ms=self._commit_timeout_ms,
+                                              leader_epoch=leader_epoch)
 
     def read_offsets(self, partition: int) -> AsyncIterator[Record]:
         return self._offsets_log.read(partition)

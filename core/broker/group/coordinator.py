@@ -1,12 +1,14 @@
 """The group coordinator: the groups whose ``__consumer_offsets`` partition this broker
 leads, their membership, rebalances, heartbeats and committed offsets.
 
-Ownership (kafka-internals.md 4.1, 4.8): group ``g`` belongs to partition
-``coordinator_partition(g, n)``. ``on_become_leader(p)`` loads ``p`` from the log
-(requests for its groups wait for the load); ``on_resign(p)`` drops its groups (Dead).
-A partition nobody announced is loaded on first use, and a backend that answers
-"not leader" turns into :class:`NotCoordinatorError`, so a missed leadership notice
-heals itself.
+Ownership: group ``g`` belongs to partition ``coordinator_partition(g, n)`` of
+``__consumer_offsets``, whose groups this broker serves while it leads that partition,
+through the coordinator runtime (``core.broker.coordination.runtime``): the replica
+becoming leader at epoch E loads the partition from the log (requests for its groups
+wait for the load); resigning, or leading at another epoch, drops its groups (Dead)
+before anything reads them again; every write is fenced by the epoch its group was
+loaded at. A broker that does not lead the partition answers
+:class:`NotCoordinatorError`, never from memory.
 
 Writes: every membership change is a rebalance that ends with a group metadata record
 (a full snapshot with members, subscriptions and assignments); every commit is one batch
@@ -27,12 +29,12 @@ partition (appends); never the other way round.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from core.broker.coordination.runtime import CoordinatorRuntime, Shard
 from core.broker.errors import (
     ConsumerAlreadyExistsError,
     ConsumerInstanceNotFoundError,
@@ -42,7 +44,6 @@ from core.broker.errors import (
     InvalidGroupIdError,
     NonEmptyGroupError,
     NotCoordinatorError,
-    NotLeaderOrFollowerError,
     OffsetMetadataTooLargeError,
 )
 from core.broker.group.backend import GroupBackend
@@ -57,7 +58,7 @@ from core.broker.group.group import (
     compute_assignment,
 )
 from core.broker.group.hashing import coordinator_partition
-from core.broker.group.loading import OffsetsPartitions
+from core.broker.group.loading import OffsetsWriter, load_groups
 from core.broker.group.records import (
     group_metadata_record,
     group_tombstone,
@@ -115,7 +116,9 @@ class GroupCoordinator:
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
         self.listener = listener
         self._groups: dict[str, Group] = {}
-        self._partitions = OffsetsPartitions(backend, clock, self._install)
+        self.runtime: CoordinatorRuntime[dict[str, Group]] = CoordinatorRuntime(
+            OffsetsWriter(backend), lambda p, epoch: load_groups(backend, clock, p, epoch),
+            loaded=self._install, unloaded=self._drop, eager=True)
         self._group_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._write_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
@@ -124,25 +127,25 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return coordinator_partition(group_id, self.backend.offsets_topic_partitions)
 
-    def on_become_leader(self, partition: int) -> asyncio.Task[None]:
-        """Schedule loading ``partition`` (idempotent); the task ends when it is loaded."""
-        return self._partitions.schedule(partition)
-
-    def on_resign(self, partition: int) -> None:
-        """This broker no longer leads ``partition``: its groups go Dead and are dropped."""
-        self._partitions.forget(partition)
-        now = self.clock.now_ms()
-        for group in [g for g in self._groups.values() if g.partition == partition]:
-            group.transition_to(GroupState.DEAD, now)
-            del self._groups[group.group_id]
-        log.info("unloaded __consumer_offsets-%d", partition)
+    def on_role_change(self, partition: int, leader_epoch: int | None) -> None:
+        """The replica of ``__consumer_offsets``-``partition`` here leads at
+        ``leader_epoch`` now (None: not at all); the replica manager calls it."""
+        self.runtime.on_role_change(partition, leader_epoch)
 
     async def load_owned(self) -> list[int]:
         """Try to load every offsets partition; returns those this broker leads."""
-        return await self._partitions.load_all()
+        return await self.runtime.load_all(range(self.backend.offsets_topic_partitions))
 
-    def _install(self, partition: int, groups: dict[str, Group]) -> None:
-        self._groups.update(groups)
+    def _install(self, shard: Shard[dict[str, Group]]) -> None:
+        self._groups.update(shard.state)
+
+    def _drop(self, shard: Shard[dict[str, Group]]) -> None:
+        """The partition is no longer served here: its groups go Dead and are dropped."""
+        now = self.clock.now_ms()
+        for group in [g for g in self._groups.values() if g.partition == shard.partition]:
+            if not group.is_dead:
+                group.transition_to(GroupState.DEAD, now)
+            del self._groups[group.group_id]
 
     # --- lookups --------------------------------------------------------------------
 
@@ -152,19 +155,20 @@ class GroupCoordinator:
         if not group_id:
             raise InvalidGroupIdError("the group id must not be empty")
         partition = self.partition_for(group_id)
-        await self._partitions.ensure(partition)
+        shard = await self.runtime.shard(partition)
         group = self._groups.get(group_id)
         if group is None and create:
             group = self._groups[group_id] = Group(
                 group_id, partition=partition, state_timestamp_ms=self.clock.now_ms()
             )
+            group.loaded_epoch = shard.epoch
         if group is not None and not create and group.is_unwritten:
             return None
         return group
 
     def member(self, group_id: str, member_id: str) -> Member:
         """A member of a loaded group, synchronously; ConsumerInstanceNotFoundError."""
-        self._partitions.check(self.partition_for(group_id))
+        self.runtime.loaded(self.partition_for(group_id))
         group = self._groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if member is None:
@@ -189,8 +193,10 @@ class GroupCoordinator:
         return member
 
     def loaded_groups(self) -> list[Group]:
+        """The groups of the partitions served here now (at their current epoch)."""
+        served = {s.partition for s in self.runtime.shards()}
         return [g for _, g in sorted(self._groups.items())
-                if not g.is_dead and not g.is_unwritten]
+                if g.partition in served and not g.is_dead and not g.is_unwritten]
 
     def list_groups(self) -> list[GroupSummary]:
         return [g.summary() for g in self.loaded_groups()]
@@ -276,7 +282,7 @@ class GroupCoordinator:
     async def expire(self, now_ms: int) -> list[tuple[str, str]]:
         """Remove every member whose heartbeat deadline is before ``now_ms``."""
         out: list[tuple[str, str]] = []
-        for group in list(self._groups.values()):
+        for group in self.loaded_groups():
             expired = group.expired_members(now_ms)
             if expired and not group.is_dead:
                 ids = await self.leave(
@@ -290,7 +296,7 @@ class GroupCoordinator:
         assignment would change. Returns the ids of the groups rebalanced."""
         changed: list[str] = []
         all_topics: list[str] | None = None
-        for group in list(self._groups.values()):
+        for group in self.loaded_groups():
             if group.is_dead or not any(m.is_subscribed for m in group.members.values()):
                 continue
             async with self._group_locks[group.group_id]:
@@ -359,7 +365,7 @@ class GroupCoordinator:
             if group.members:
                 revoked = group.complete_sync(
                     compute_assignment(group, self.assignor, counts), now)
-            await self._append(group.partition, [self._metadata_record(group, now)],
+            await self._append(group, [self._metadata_record(group, now)],
                                what=f"the metadata of group {group.group_id!r}")
         except Exception as exc:
             saved.restore()
@@ -401,7 +407,7 @@ class GroupCoordinator:
             revoked = change(member)
             try:
                 now = self.clock.now_ms()
-                await self._append(group.partition, [self._metadata_record(group, now)],
+                await self._append(group, [self._metadata_record(group, now)],
                                    what=f"the metadata of group {group_id!r}")
             except Exception:
                 saved.restore()
@@ -446,7 +452,7 @@ class GroupCoordinator:
             raise GroupRecordTooLargeError(
                 f"The offsets of group {group_id!r} cannot be written: {exc}") from None
         await self._append(
-            group.partition, records, on_success=lambda: group.offsets.update(entries),
+            group, records, on_success=lambda: group.offsets.update(entries),
             what=f"the offset commit of group {group_id!r} ({len(records)} partitions)",
         )
 
@@ -487,7 +493,7 @@ class GroupCoordinator:
                 if self._groups.get(group_id) is group:
                     del self._groups[group_id]
 
-            await self._append(group.partition, records, on_success=drop)
+            await self._append(group, records, on_success=drop)
         log.info("group %s deleted", group_id)
 
     async def expire_empty_groups(self, now_ms: int, retention_ms: int) -> list[str]:
@@ -498,7 +504,7 @@ class GroupCoordinator:
         client ever named (a random one per run, as console consumers make) stayed in
         memory and in ``__consumer_offsets`` for good. The ids deleted."""
         gone: list[str] = []
-        for group in list(self._groups.values()):
+        for group in self.loaded_groups():
             if group.is_dead or group.members:
                 continue
             since = max([group.state_timestamp_ms,
@@ -520,27 +526,25 @@ class GroupCoordinator:
 
     async def _append(
         self,
-        partition: int,
+        group: Group,
         records: list[NewRecord],
         on_success: Callable[[], object] | None = None,
         *,
         what: str = "the write",
     ) -> int:
+        """Append ``records`` of ``group`` under the leader epoch it was loaded at (the
+        runtime drops the partition and raises NotCoordinatorError when that is over)."""
         batch = bytes(build_batch(records, now_ms=self.clock.now_ms()))
+        partition = group.partition
         async with self._write_locks[partition]:
             try:
-                offset = await self.backend.append_offsets(partition, batch)
+                offset = await self.runtime.append(partition, group.loaded_epoch, batch,
+                                                   acks=-1, timeout_ms=0)
             except (MessageTooLargeError, RecordBatchTooLargeError) as exc:
                 raise GroupRecordTooLargeError(
                     f"{what[0].upper()}{what[1:]} does not fit in one record batch of "
                     f"__consumer_offsets ({len(batch)} bytes): {exc.message}; "
                     f"nothing was changed") from None
-            except NotLeaderOrFollowerError as exc:
-                with contextlib.suppress(Exception):
-                    self.on_resign(partition)
-                raise NotCoordinatorError(
-                    f"this broker no longer leads __consumer_offsets-{partition}"
-                ) from exc
             if on_success is not None:
                 on_success()
             return offset

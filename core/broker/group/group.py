@@ -197,6 +197,9 @@ class Group:
         self.state_timestamp_ms = state_timestamp_ms
         self.members: dict[str, Member] = {}  # insertion order = join order
         self.offsets: dict[TopicPartition, CommittedOffset] = {}
+        # the leader epoch of __consumer_offsets-<partition> this group was loaded (or
+        # made) at: its writes are refused under any other (-1: none, never written)
+        self.loaded_epoch = -1
 
     def __repr__(self) -> str:
         return (

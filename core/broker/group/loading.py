@@ -1,11 +1,10 @@
-"""Which ``__consumer_offsets`` partitions the coordinator has loaded, and loading them.
+"""``__consumer_offsets`` for the coordinator runtime: the partition writer over the
+group backend, and the load of one partition's groups.
 
-A partition is unknown (not ours), loading (one task; requests wait for it, or get
-COORDINATOR_LOAD_IN_PROGRESS when they cannot wait), or loaded. Loading reads the
-partition from the log start through the backend, applies the records in order
-(``group_records.PartitionLoader``) and hands the groups to the coordinator. A backend
-that says "not leader" makes the load fail with NOT_COORDINATOR; a later request tries
-again, so a missed leadership notice heals itself.
+Loading reads the partition from the log start through the backend and applies the
+records in order (``records.PartitionLoader``); the runtime
+(``core.broker.coordination.runtime``) decides when (this broker's replica became leader
+at a new epoch, or first use) and drops the groups when the replica resigns.
 
 Event-loop only.
 """
@@ -14,108 +13,50 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator
 
-from core.broker.errors import (
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
-    LeaderNotAvailableError,
-    NotCoordinatorError,
-    NotLeaderOrFollowerError,
-    UnknownTopicOrPartitionError,
-)
 from core.broker.group.backend import GroupBackend
 from core.broker.group.group import Group
 from core.broker.group.records import PartitionLoader
+from core.broker.types import OFFSETS_TOPIC
 from core.clock import Clock
+from core.storage.records import Record
 
 log = logging.getLogger(__name__)
 
-LoadedFn = Callable[[int, dict[str, Group]], None]
 
+class OffsetsWriter:
+    """``__consumer_offsets`` as a ``coordination.runtime.PartitionWriter``: appends
+    with acks=all (the backend's commit timeout), fenced by the leader epoch."""
 
-class OffsetsPartitions:
-    """Load state of the offsets partitions; ``on_loaded(partition, groups)`` receives
-    each partition's groups once its load has finished."""
+    topic = OFFSETS_TOPIC
 
-    def __init__(self, backend: GroupBackend, clock: Clock, on_loaded: LoadedFn) -> None:
+    def __init__(self, backend: GroupBackend) -> None:
         self._backend = backend
-        self._clock = clock
-        self._on_loaded = on_loaded
-        self.loaded: set[int] = set()
-        self._loads: dict[int, asyncio.Task[None]] = {}
 
-    def schedule(self, partition: int) -> asyncio.Task[None]:
-        """Start loading ``partition`` unless loaded or loading; the task of the load."""
-        task = self._loads.get(partition)
-        if task is None or (task.done() and partition not in self.loaded):
-            task = asyncio.ensure_future(self._load(partition))
-            task.add_done_callback(_retrieve_exception)  # callers may have gone away
-            self._loads[partition] = task
-        return task
+    def leader_epoch(self, partition: int) -> int:
+        return self._backend.offsets_leader_epoch(partition)
 
-    def forget(self, partition: int) -> None:
-        """Not ours any more: cancel a load in progress, mark it unknown."""
-        task = self._loads.pop(partition, None)
-        if task is not None and not task.done():
-            task.cancel()
-        self.loaded.discard(partition)
+    async def append(self, partition: int, batch: bytes, *, acks: int, timeout_ms: int,
+                     leader_epoch: int | None = None) -> int:
+        return await self._backend.append_offsets(partition, batch, leader_epoch=leader_epoch)
 
-    async def load_all(self) -> list[int]:
-        """Try every partition; the ones that loaded (this broker leads them)."""
-        tasks = [self.schedule(p) for p in range(self._backend.offsets_topic_partitions)]
-        await asyncio.gather(*tasks, return_exceptions=True)
-        return sorted(self.loaded)
-
-    async def ensure(self, partition: int) -> None:
-        """Return once ``partition`` is loaded (loading it if nobody did yet)."""
-        if partition in self.loaded:
-            return
-        task = self.schedule(partition)
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if not task.cancelled():
-                raise  # we were cancelled, not the load
-            raise NotCoordinatorError(
-                f"__consumer_offsets-{partition} moved away while loading"
-            ) from None
-
-    def check(self, partition: int) -> None:
-        """Synchronously: loaded, or the error a client should see."""
-        if partition in self.loaded:
-            return
-        task = self._loads.get(partition)
-        if task is not None and not task.done():
-            raise CoordinatorLoadInProgressError(f"loading __consumer_offsets-{partition}")
-        raise NotCoordinatorError(f"this broker is not the coordinator of partition {partition}")
-
-    async def _load(self, partition: int) -> None:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        loader = PartitionLoader(partition)
-        try:
-            async for record in self._backend.read_offsets(partition):
-                loader.apply(record)
-        except (NotLeaderOrFollowerError, UnknownTopicOrPartitionError) as exc:
-            # not the leader, or no replica here at all
-            raise NotCoordinatorError(
-                f"this broker does not lead __consumer_offsets-{partition}"
-            ) from exc
-        except LeaderNotAvailableError as exc:
-            raise CoordinatorNotAvailableError(f"__consumer_offsets-{partition}: {exc}") from exc
-        groups = loader.groups(self._clock.now_ms())
-        self._on_loaded(partition, groups)
-        self.loaded.add(partition)
-        log.info(
-            "loaded __consumer_offsets-%d: %d groups in %.0f ms (%d records skipped)",
-            partition,
-            len(groups),
-            (loop.time() - started) * 1000,
-            loader.skipped,
-        )
+    def read(self, partition: int) -> AsyncIterator[Record]:
+        return self._backend.read_offsets(partition)
 
 
-def _retrieve_exception(task: asyncio.Task[None]) -> None:
-    if not task.cancelled():
-        task.exception()
+async def load_groups(backend: GroupBackend, clock: Clock, partition: int,
+                      epoch: int) -> dict[str, Group]:
+    """The groups of ``__consumer_offsets``-``partition`` as its log leaves them, each
+    tied to leader ``epoch`` (its writes are refused under another)."""
+    started = asyncio.get_running_loop().time()
+    loader = PartitionLoader(partition)
+    async for record in backend.read_offsets(partition):
+        loader.apply(record)
+    groups = loader.groups(clock.now_ms())
+    for group in groups.values():
+        group.loaded_epoch = epoch
+    log.info("loaded %s-%d at leader epoch %d: %d groups in %.0f ms (%d records skipped)",
+             OFFSETS_TOPIC, partition, epoch, len(groups),
+             (asyncio.get_running_loop().time() - started) * 1000, loader.skipped)
+    return groups

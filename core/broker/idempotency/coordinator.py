@@ -4,7 +4,9 @@ the first request's answer, or is refused.
 
 A partition's keys are loaded from its log the first time a request needs them, and
 again whenever the partition's leader epoch moved (another broker may have led it
-meanwhile). ``claim`` answers:
+meanwhile), through the coordinator runtime (``core.broker.coordination.runtime``): the
+keys are dropped when this broker's replica resigns, and records decided on keys loaded
+at one epoch are never written under another. ``claim`` answers:
 
 - a new key: the request runs with the key's producer id (``claims.producer_id_for``);
 - a key whose request finished: its results (nothing is written);
@@ -38,6 +40,8 @@ import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from core.broker.coordination.partition_log import InternalTopicLog
+from core.broker.coordination.runtime import CoordinatorRuntime, Shard
 from core.broker.errors import (
     IdempotencyKeyInUseError,
     IdempotencyKeyReusedError,
@@ -54,7 +58,6 @@ from core.broker.idempotency.claims import (
     producer_id_for,
 )
 from core.broker.produce.partitioner import partition_for_key
-from core.broker.replica.internal_log import InternalTopicLog
 from core.clock import Clock
 from core.storage.records import NewRecord, build_batch
 
@@ -108,9 +111,10 @@ class IdempotencyCoordinator:
         self._claim_timeout_ms = claim_timeout_ms
         self._producer_expiration_ms = producer_expiration_ms
         self._append_timeout_ms = append_timeout_ms
-        self._partitions: dict[int, _Partition] = {}
-        self._loads: dict[int, asyncio.Lock] = {}
-        self._unwritten: dict[int, list[tuple[bytes, KeyEntry]]] = {}  # records to write
+        self._runtime: CoordinatorRuntime[_Partition] = CoordinatorRuntime(
+            log_, self._load, loaded=self._installed, unloaded=self._dropped)
+        # records to write: per partition, the leader epoch they were decided at
+        self._unwritten: dict[int, tuple[int, list[tuple[bytes, KeyEntry]]]] = {}
         self._flushes: dict[int, asyncio.TimerHandle | asyncio.Task[None]] = {}
 
     def partition_for(self, key: bytes) -> int:
@@ -118,23 +122,24 @@ class IdempotencyCoordinator:
 
     # --- loading ----------------------------------------------------------------------
 
+    def on_role_change(self, partition: int, leader_epoch: int | None) -> None:
+        """The replica of ``__franz_idempotency``-``partition`` here leads at
+        ``leader_epoch`` now (None: not at all); the replica manager calls it."""
+        self._runtime.on_role_change(partition, leader_epoch)
+
     async def _keys(self, partition: int) -> _Partition:
         """The partition's keys, loaded for the current leader epoch
-        (``NotLeaderOrFollowerError`` when this broker does not lead it)."""
-        epoch = self._log.leader_epoch(partition)
-        loaded = self._partitions.get(partition)
-        if loaded is not None and loaded.leader_epoch == epoch:
-            return loaded
-        lock = self._loads.setdefault(partition, asyncio.Lock())
-        async with lock:
-            loaded = self._partitions.get(partition)
-            epoch = self._log.leader_epoch(partition)
-            if loaded is None or loaded.leader_epoch != epoch:
-                stale = loaded
-                loaded = await self._load(partition, epoch)
-                self._partitions[partition] = loaded
-                self.live_keys += len(loaded.keys) - (0 if stale is None else len(stale.keys))
-            return loaded
+        (``NotCoordinatorError`` when this broker does not lead it)."""
+        return (await self._runtime.shard(partition)).state
+
+    def _installed(self, shard: Shard[_Partition]) -> None:
+        self.live_keys += len(shard.state.keys)
+
+    def _dropped(self, shard: Shard[_Partition]) -> None:
+        self.live_keys -= len(shard.state.keys)
+        queued = self._unwritten.get(shard.partition)
+        if queued is not None and queued[0] == shard.epoch:
+            del self._unwritten[shard.partition]  # decided on the view that is gone
 
     async def _load(self, partition: int, epoch: int) -> _Partition:
         loaded = _Partition(epoch)
@@ -177,8 +182,8 @@ class IdempotencyCoordinator:
     def expire_all(self) -> None:
         """Forget expired keys everywhere (the maintenance loop calls it)."""
         now = self._clock.now_ms()
-        for loaded in self._partitions.values():
-            self.live_keys -= self._expire(loaded, now)
+        for shard in self._runtime.shards():
+            self.live_keys -= self._expire(shard.state, now)
 
     # --- requests -----------------------------------------------------------------------
 
@@ -208,7 +213,7 @@ class IdempotencyCoordinator:
         keys[key] = entry
         self.live_keys += 1
         loaded.producer_ids[pid] = key
-        self._write_later(partition, key, entry)
+        self._write_later(partition, loaded.leader_epoch, key, entry)
         return _claim_of(entry)
 
     async def _again(self, partition: int, entry: KeyEntry, fingerprint: bytes,
@@ -244,16 +249,21 @@ class IdempotencyCoordinator:
         later request with the key, from memory at once and from a ``done`` record
         (acks=all) once the partition's next batch of records is written."""
         partition = self.partition_for(key)
-        entry = (await self._keys(partition)).keys.get(key)
+        loaded = await self._keys(partition)
+        entry = loaded.keys.get(key)
         if entry is None or entry.producer_id != producer_id:
             return  # expired meanwhile: nothing to answer for
         entry.results = results
         entry.busy_until = 0
-        self._write_later(partition, key, entry)
+        self._write_later(partition, loaded.leader_epoch, key, entry)
 
-    def _write_later(self, partition: int, key: bytes, entry: KeyEntry) -> None:
-        """Queue the key's record (a claim, or its answer) for the partition's next batch."""
-        queue = self._unwritten.setdefault(partition, [])
+    def _write_later(self, partition: int, epoch: int, key: bytes, entry: KeyEntry) -> None:
+        """Queue the key's record (a claim, or its answer), decided on the keys loaded at
+        leader ``epoch``, for the partition's next batch."""
+        queued = self._unwritten.get(partition)
+        if queued is None or queued[0] != epoch:  # records of an older view: never written
+            queued = self._unwritten[partition] = (epoch, [])
+        queue = queued[1]
         queue.append((key, entry))
         pending = self._flushes.get(partition)
         if len(queue) >= FLUSH_RECORDS:
@@ -273,12 +283,13 @@ class IdempotencyCoordinator:
     def _flush_ended(self, partition: int, task: asyncio.Task[None]) -> None:
         if self._flushes.get(partition) is task:
             del self._flushes[partition]
-        if self._unwritten.get(partition) and partition not in self._flushes:
+        queued = self._unwritten.get(partition)
+        if queued is not None and queued[1] and partition not in self._flushes:
             self._flushes[partition] = asyncio.get_running_loop().call_later(
                 FLUSH_S, self._start_flush, partition)
 
     async def _write(self, partition: int) -> None:
-        queue = self._unwritten.pop(partition, [])
+        epoch, queue = self._unwritten.pop(partition, (-1, []))
         latest: dict[int, tuple[bytes, KeyEntry]] = {}
         for key, entry in queue:  # one record per entry: its answer if it has one by now
             latest[id(entry)] = (key, entry)
@@ -290,7 +301,7 @@ class IdempotencyCoordinator:
                              else done_value(entry, results), key)
                    for (key, entry), results in zip(items, answers, strict=True)]
         try:
-            base = await self._log.append(partition, bytes(build_batch(
+            base = await self._runtime.append(partition, epoch, bytes(build_batch(
                 records, now_ms=self._clock.now_ms())), acks=ACKS_ALL,
                 timeout_ms=self._append_timeout_ms)
         except Exception as exc:  # kept in memory; a retry after a failover resumes

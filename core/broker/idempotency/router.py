@@ -17,6 +17,7 @@ import orjson
 from core.broker.cluster.router import Router
 from core.broker.errors import (
     CoordinatorNotAvailableError,
+    NotCoordinatorError,
     NotLeaderOrFollowerError,
     UnknownTopicOrPartitionError,
 )
@@ -88,7 +89,7 @@ class IdempotencyRouter:
                 "consumer-offsets topic); retry")
         try:  # led here (always standalone): no routing
             return await local()
-        except (NotLeaderOrFollowerError, UnknownTopicOrPartitionError):
+        except (NotCoordinatorError, NotLeaderOrFollowerError, UnknownTopicOrPartitionError):
             if self._client is None:
                 raise
         tp = TopicPartition(IDEMPOTENCY_TOPIC, self.coordinator.partition_for(key))

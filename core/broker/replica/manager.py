@@ -50,6 +50,9 @@ from core.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
+#: ``(partition, leader epoch or None)``: a replica's role changed (ReplicaManager.add_role_listener).
+RoleListener = Callable[[int, "int | None"], None]
+
 
 class IsrStore(Protocol):
     """Where a leader persists ISR changes: a conditional write of the partition state."""
@@ -114,6 +117,7 @@ class ReplicaManager:
         self.isr_expands = 0
         self._epoch_writer = EpochCheckpointWriter()  # new leaders' epochs, off the loop
         self._syncer = DataSyncer()  # flush.messages' fdatasyncs, on a GIL-free thread
+        self._role_listeners: dict[str, list[RoleListener]] = {}
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -142,9 +146,23 @@ class ReplicaManager:
             except Exception:
                 log.exception("ISR shrink check failed")
 
-    def _role_changed(self, p: Partition) -> None:
+    def add_role_listener(self, topic: str, listener: RoleListener) -> None:
+        """Call ``listener(partition, leader_epoch or None)`` whenever the role of a
+        replica of ``topic`` here changes (None: it does not lead). The coordinator
+        runtime of an internal topic hears of its partitions this way."""
+        self._role_listeners.setdefault(topic, []).append(listener)
+
+    def _role_changed(self, p: Partition, *, stopped: bool = False) -> None:
         if self.fetchers is not None:
             self.fetchers.on_role_change(p)
+        listeners = self._role_listeners.get(p.tp.topic)
+        if listeners:
+            epoch = p.leader_epoch if p.is_leader and not stopped else None
+            for listener in listeners:
+                try:
+                    listener(p.tp.partition, epoch)
+                except Exception:  # one coordinator's failure must not stop the others
+                    log.exception("role-change listener of %s-%d failed", *p.tp)
 
     # --- hosting ------------------------------------------------------------------------
 
@@ -203,7 +221,7 @@ class ReplicaManager:
             p.leader_id = -1
             p.data_waiters.notify()
             p.leo_waiters.notify()
-            self._role_changed(p)
+            self._role_changed(p, stopped=True)
         if delete and self.log_manager.get_log(tp.topic, tp.partition) is not None:
             self.log_manager.delete_log(tp.topic, tp.partition)
 
@@ -249,9 +267,17 @@ class ReplicaManager:
     # --- produce ------------------------------------------------------------------------
 
     async def append(
-        self, tp: TopicPartition, data: bytearray, *, acks: int, timeout_ms: int
+        self, tp: TopicPartition, data: bytearray, *, acks: int, timeout_ms: int,
+        leader_epoch: int | None = None,
     ) -> AppendInfo:
+        """Append as leader. ``leader_epoch`` (a coordinator's write): refused unless this
+        broker leads ``tp`` at that epoch, so a view loaded under an older leadership is
+        never written back (the coordinator runtime)."""
         p = self.leader_partition(tp)
+        if leader_epoch is not None and p.leader_epoch != leader_epoch:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.broker_id} leads {tp[0]}-{tp[1]} at leader epoch "
+                f"{p.leader_epoch}, not {leader_epoch}: the writer's view is stale")
         readers = len(p.data_waiters) + len(p.leo_waiters)  # long-polls this append wakes
         info = p.append_as_leader(data, required_acks=acks, flush_inline=False)
         if self._append_settled(p, info, acks):

@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from core.broker.coordination.runtime import CoordinatorRuntime, Shard
+from core.broker.errors import NotCoordinatorError
 from core.broker.schemas import records
 from core.broker.schemas.compatibility import incompatibilities, versions_to_check
 from core.broker.schemas.errors import (
@@ -80,7 +82,8 @@ class SchemaLog(Protocol):
     topic: str
 
     def leader_epoch(self, partition: int) -> int: ...
-    async def append(self, partition: int, batch: bytes, *, acks: int, timeout_ms: int) -> int: ...
+    async def append(self, partition: int, batch: bytes, *, acks: int, timeout_ms: int,
+                     leader_epoch: int | None = None) -> int: ...
     def read(self, partition: int) -> AsyncIterator[Record]: ...
 
 
@@ -98,27 +101,32 @@ class SchemaRegistry:
         self._log = log_
         self._clock = clock
         self._append_timeout_ms = append_timeout_ms
-        self._state: RegistryState | None = None
-        self._epoch = -1
-        self._load_lock = asyncio.Lock()
         self._write_lock = asyncio.Lock()
         self._schemas = ParsedSchemas(log_.topic)
+        # loaded per leader epoch of _schemas-0 (core.broker.coordination.runtime)
+        self._runtime: CoordinatorRuntime[RegistryState] = CoordinatorRuntime(
+            log_, lambda _p, _epoch: self._load(), loaded=self._installed)
 
     # --- state --------------------------------------------------------------------
 
+    def on_role_change(self, partition: int, leader_epoch: int | None) -> None:
+        """The replica of ``_schemas``-``partition`` here leads at ``leader_epoch`` now
+        (None: not at all); the replica manager calls it."""
+        self._runtime.on_role_change(partition, leader_epoch)
+
+    def _installed(self, shard: Shard[RegistryState]) -> None:
+        self._schemas.reset(shard.state)
+
+    @property
+    def _state(self) -> RegistryState | None:
+        """The state loaded at the current leader epoch, if any."""
+        shard = self._runtime.current(PARTITION)
+        return None if shard is None else shard.state
+
     async def _current(self) -> RegistryState:
-        """The state for the partition's current leader epoch (NotLeaderOrFollowerError
-        when this broker does not lead it)."""
-        epoch = self._log.leader_epoch(PARTITION)
-        if self._state is not None and self._epoch == epoch:
-            return self._state
-        async with self._load_lock:
-            epoch = self._log.leader_epoch(PARTITION)
-            if self._state is None or self._epoch != epoch:
-                self._state = await self._load()
-                self._epoch = epoch
-                self._schemas.reset(self._state)
-            return self._state
+        """The state for the partition's current leader epoch (NotCoordinatorError when
+        this broker does not lead it)."""
+        return (await self._runtime.shard(PARTITION)).state
 
     async def _load(self) -> RegistryState:
         state, skipped, count = RegistryState(), 0, 0
@@ -140,18 +148,24 @@ class SchemaRegistry:
         return state
 
     async def _write(self, state: RegistryState, changes: Sequence[Change]) -> None:
-        """Append ``changes`` (acks=all), then apply them to ``state``."""
+        """Append ``changes`` (acks=all, fenced by the leader epoch ``state`` was loaded
+        at), then apply them to ``state``."""
+        shard = self._runtime.current(PARTITION)
+        if shard is None or shard.state is not state:
+            raise NotCoordinatorError(
+                f"{self._log.topic}-{PARTITION} changed leadership while the request was "
+                "decided; nothing was written, retry")
         batch = build_batch([NewRecord(value, key) for key, value in changes],
                             now_ms=self._clock.now_ms())
         try:
-            await self._log.append(PARTITION, bytes(batch), acks=ACKS_ALL,
-                                   timeout_ms=self._append_timeout_ms)
+            await self._runtime.append(PARTITION, shard.epoch, bytes(batch), acks=ACKS_ALL,
+                                       timeout_ms=self._append_timeout_ms)
         except BaseException:
-            self._state = None  # written or not: the log decides on the next call
+            if self._runtime.current(PARTITION) is shard:
+                self._runtime.unload(PARTITION)  # written or not: the log decides next
             raise
-        if self._state is not state:
-            self._state = None  # reloaded meanwhile (a new epoch): read it again
-            return
+        if self._runtime.current(PARTITION) is not shard:
+            return  # reloaded meanwhile (a new epoch): the load read it
         for key, value in changes:
             decoded = records.decode(key, value)
             if decoded is not None:

@@ -7,7 +7,8 @@ Every partition, ``__consumer_offsets`` included, is a real
 long-poll on an event set by appends. ``reopen()`` closes the logs and opens them
 again from disk, like a broker restart.
 
-Knobs: ``not_leader`` (offsets partitions this "broker" does not lead),
+Knobs: ``not_leader`` (offsets partitions this "broker" does not lead), ``epochs``
+(the leader epoch of each offsets partition led here, 0 unless a test moves it),
 ``fail_appends`` (every offsets append raises NotLeaderOrFollowerError), ``local``
 (``data_watch`` answers for every partition, as for partitions a broker leads, so
 waiting reads park on wait sets; otherwise None, as for partitions led elsewhere, so
@@ -43,6 +44,7 @@ class FakeGroupBackend:
         self.topics: dict[str, list[PartitionLog]] = {}
         self.appended: dict[tuple[str, int], asyncio.Event] = {}
         self.not_leader: set[int] = set()
+        self.epochs: dict[int, int] = {}
         self.fail_appends = False
         self.local = local
         self.watchers: dict[tuple[str, int], WaitSet] = {}
@@ -113,8 +115,15 @@ class FakeGroupBackend:
 
     # --- GroupBackend ---------------------------------------------------------------------
 
-    async def append_offsets(self, partition: int, batch: bytes) -> int:
-        if partition in self.not_leader or self.fail_appends:
+    def offsets_leader_epoch(self, partition: int) -> int:
+        if partition in self.not_leader:
+            raise NotLeaderOrFollowerError(f"not leader of {OFFSETS_TOPIC}-{partition}")
+        return self.epochs.get(partition, 0)
+
+    async def append_offsets(self, partition: int, batch: bytes, *,
+                             leader_epoch: int | None = None) -> int:
+        if partition in self.not_leader or self.fail_appends or (
+                leader_epoch is not None and leader_epoch != self.epochs.get(partition, 0)):
             raise NotLeaderOrFollowerError(f"not leader of {OFFSETS_TOPIC}-{partition}")
         return self._append(OFFSETS_TOPIC, partition, batch)
 

@@ -20,7 +20,8 @@ from core.broker.errors import (
 )
 from core.broker.group import offsets_codec as codec
 from core.broker.group.coordinator import GroupCoordinator
-from core.broker.group.group import GroupState, Member
+from core.broker.group.group import CommittedOffset, GroupState, Member
+from core.broker.group.records import offset_commit_record
 from core.broker.types import TopicPartition as TP
 from core.clock import ManualClock
 
@@ -148,10 +149,10 @@ async def test_not_leader_partition_is_not_coordinated(backend, clock) -> None:
     with pytest.raises(NotCoordinatorError):
         c.member("g", "a")
     backend.not_leader.clear()
-    await c.on_become_leader(p)
+    c.on_role_change(p, 0)
     await c.join("g", member("a"))
     group = await c.group("g")
-    c.on_resign(p)
+    c.on_role_change(p, None)
     assert group.state is GroupState.DEAD
     assert c.list_groups() == []
 
@@ -235,3 +236,48 @@ async def test_empty_groups_expire_after_offsets_retention(backend, clock) -> No
     assert "left" not in ids and "simple" not in ids and "alive" in ids
     assert (await fresh.committed("alive"))[TP("t", 1)].offset == 7
     reopened.close()
+
+
+async def test_a_coordinator_whose_partition_moved_away_and_back_reloads(backend, clock) -> None:
+    """A leads the offsets partition at epoch 0, B at 1, A again at 2 (A never told):
+    A serves what B wrote, not its old view, and a write decided on the old view is
+    refused by the log."""
+    a = await coordinator(backend, clock)
+    p = a.partition_for("g")
+    await a.join("g", member("x"))
+    await a.commit_offsets("g", {TP("t", 0): (10, "")})
+    old = await a.group("g")
+    backend.epochs[p] = 1  # B takes over (the same log: it was replicated)
+    b = await coordinator(backend, clock)
+    await b.join("g", member("y"))
+    await b.commit_offsets("g", {TP("t", 0): (20, "")})
+    backend.epochs[p] = 2  # and A leads again
+    assert (await a.committed("g"))[TP("t", 0)].offset == 20
+    assert sorted((await a.group("g")).members) == ["x", "y"]
+    assert old is not None and old.state is GroupState.DEAD
+    # a write decided at epoch 0 reaches the log at epoch 2: refused, nothing written
+    before = len(backend.offsets_records(p))
+    with pytest.raises(NotCoordinatorError):
+        await a._append(old, [offset_commit_record("g", TP("t", 0),
+                                                   CommittedOffset(1, "", 0))])
+    assert len(backend.offsets_records(p)) == before
+    assert (await a.committed("g"))[TP("t", 0)].offset == 20
+
+
+async def test_resigning_drops_the_view_and_answers_not_coordinator(backend, clock) -> None:
+    c = await coordinator(backend, clock)
+    p = c.partition_for("g")
+    await c.join("g", member("x"))
+    backend.not_leader.add(p)
+    c.on_role_change(p, None)
+    assert c.list_groups() == []
+    with pytest.raises(NotCoordinatorError):
+        c.member("g", "x")
+    with pytest.raises(NotCoordinatorError):
+        await c.committed("g")
+    backend.not_leader.discard(p)
+    backend.epochs[p] = 3
+    c.on_role_change(p, 3)  # eager: the load starts at once
+    await c.runtime.shard(p)
+    assert [g.group_id for g in c.list_groups()] == ["g"]
+    assert c.member("g", "x").member_id == "x"

@@ -21,6 +21,7 @@ from core.broker.errors import (
     IdempotencyKeyReusedError,
     IdempotencyKeysExhaustedError,
     IdempotencyOutcomeUnknownError,
+    NotCoordinatorError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
 )
@@ -62,8 +63,11 @@ class MemoryLog:
             raise NotLeaderOrFollowerError("not the leader")
         return epoch
 
-    async def append(self, partition: int, batch: bytes, *, acks: int, timeout_ms: int) -> int:
+    async def append(self, partition: int, batch: bytes, *, acks: int, timeout_ms: int,
+                     leader_epoch: int | None = None) -> int:
         await asyncio.sleep(0)
+        if leader_epoch is not None and self.leader_epoch(partition) != leader_epoch:
+            raise NotLeaderOrFollowerError(f"led at epoch {self.epochs.get(partition, 0)}")
         if self.fail_next is not None:
             exc, self.fail_next = self.fail_next, None
             raise exc
@@ -236,7 +240,7 @@ def test_not_the_leader(clock: ManualClock) -> None:
     async def go() -> None:
         log = MemoryLog()
         log.epochs = {p: -1 for p in range(4)}
-        with pytest.raises(NotLeaderOrFollowerError):
+        with pytest.raises(NotCoordinatorError):
             await _coordinator(log, clock).claim(b"k", FP, partition_count=1)
     run(go())
 

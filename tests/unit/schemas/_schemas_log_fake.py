@@ -24,9 +24,11 @@ class MemoryLog:
             raise NotLeaderOrFollowerError("not the leader")
         return self.epoch
 
-    async def append(self, partition: int, batch: bytes, *, acks: int, timeout_ms: int) -> int:
+    async def append(self, partition: int, batch: bytes, *, acks: int, timeout_ms: int,
+                     leader_epoch: int | None = None) -> int:
         await asyncio.sleep(0)
-        self.leader_epoch(partition)
+        if leader_epoch is not None and self.leader_epoch(partition) != leader_epoch:
+            raise NotLeaderOrFollowerError(f"led at epoch {self.epoch}, not {leader_epoch}")
         if self.fail_next is not None:
             exc, self.fail_next = self.fail_next, None
             raise exc

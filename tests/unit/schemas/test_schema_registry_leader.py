@@ -12,7 +12,7 @@ import orjson
 import pytest
 from _schemas_log_fake import MemoryLog
 
-from core.broker.errors import NotLeaderOrFollowerError, RequestTimedOutError
+from core.broker.errors import NotCoordinatorError, RequestTimedOutError
 from core.broker.schemas import records
 from core.broker.schemas.errors import (
     IdDoesNotMatchError,
@@ -410,7 +410,7 @@ async def test_a_failed_append_leaves_nothing_behind(reg: SchemaRegistry, log: M
 
 async def test_not_the_leader(reg: SchemaRegistry, log: MemoryLog) -> None:
     log.epoch = -1
-    with pytest.raises(NotLeaderOrFollowerError):
+    with pytest.raises(NotCoordinatorError):
         await reg.subjects()
 
 
