@@ -71,10 +71,9 @@ def zookeeper(root: Path) -> Iterator[str]:
 
 
 def franz_tool() -> list[str]:
-    """The installed ``franz`` executable beside this Python, else ``python -m app.cli``
-    (the same entry point)."""
-    exe = Path(sys.executable).parent / "franz"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "app.cli"]
+    """The ``franz`` command as ``python -m app.cli`` (the executable's entry point) run
+    in the tree under test, so the tools are those of the brokers' code."""
+    return [sys.executable, "-m", "app.cli"]
 
 
 class Cluster:
@@ -110,10 +109,13 @@ class Cluster:
         self.heal("the cluster's first start")
 
     def close(self) -> None:
+        for b in self.brokers:  # SIGTERM to all at once: the controlled shutdowns overlap
+            with _quiet():
+                if b.running:
+                    b.signal(signal.SIGCONT)
+                    b.signal(signal.SIGTERM)
         for b in self.brokers:
             with _quiet():
-                if b.running and b.broker_id in self.paused:
-                    b.signal(signal.SIGCONT)
                 b.stop()
         with _quiet():
             self.zk.stop()

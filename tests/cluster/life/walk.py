@@ -145,12 +145,13 @@ class Walk:
                 yield fault, "fault", None
 
     def during(self, ctx: Ctx, focus: str | None) -> list[dict[str, Any]]:
-        """The clients' steps while a fault is in force: one to three, the first two a
-        commit and a join of the focus group when there is one."""
+        """The clients' steps while a fault is in force: one to three; with a focus group
+        (its coordinator is the one paused or moved) a produce, a commit of that group
+        (forward) and a join of it."""
         kinds = list(WORKLOAD_WEIGHTS)
         weights = [WORKLOAD_WEIGHTS[k] for k in kinds]
-        n = self.rng.randint(1, 3)
-        planned = (["commit", "join"] if focus else [])[:n]
+        n = 3 if focus else self.rng.randint(1, 3)
+        planned = ["produce", "commit", "join"] if focus else []
         planned += [self.rng.choices(kinds, weights)[0] for _ in range(n - len(planned))]
         out = self._entry.setdefault("during", [])  # in the history even if a step raises
         for kind in planned:
@@ -208,7 +209,10 @@ class Walk:
             entry["resumed_keys"] = w.retry_pending_keyed(self.ctx)
         entry.update(self.checker.check(self.ctx))
         entry["took_s"] = round(time.monotonic() - t0, 1)
-        self.log(f"step {entry['step']} {kind}: {json.dumps({k: v for k, v in entry.items() if k not in ('step', 'kind', 'during')}, default=str)[:300]}")
+        shown = {k: v for k, v in entry.items() if k not in ("step", "kind", "during")}
+        if "during" in entry:
+            shown["during"] = [d["kind"] for d in entry["during"]]
+        self.log(f"step {entry['step']} {kind}: {json.dumps(shown, default=str)[:400]}")
 
     def _violation(self, entry: dict[str, Any], kind: str, detail: str) -> None:
         entry["violation"] = f"{kind}: {detail}"

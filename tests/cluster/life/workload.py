@@ -309,7 +309,8 @@ def commit(ctx: Ctx, g: Group, *, partitions: list[int] | None = None) -> dict[s
         cur = max([g.committed.get((DATA.name, p), 0), *g.maybe.get((DATA.name, p), ())])
         if ends[p] < 1 or ends[p] < cur:
             continue
-        plan[p] = ctx.rng.randint(max(cur, 1), ends[p])  # the next offset to read
+        # the next offset to read: forward when there is something new
+        plan[p] = ctx.rng.randint(max(min(cur + 1, ends[p]), 1), ends[p])
     if not plan:
         return {"group": g.name, "committed": {}}
     body = {"offsets": [{"topic": DATA.name, "partition": p, "offset": c - 1}
