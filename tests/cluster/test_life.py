@@ -20,7 +20,7 @@ from .life.settings import knobs
 from .life.walk import run_life
 
 SEED = 20261201
-STEPS = 30
+STEPS = 42
 SECONDS = 170.0  # a bound: a slow machine stops early rather than run long
 
 pytestmark = [pytest.mark.life, pytest.mark.timeout(480)]

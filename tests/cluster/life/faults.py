@@ -52,8 +52,8 @@ def restart(ctx: Ctx, during: During) -> dict[str, Any]:
 def kill9(ctx: Ctx, during: During) -> dict[str, Any]:
     b = ctx.cluster.brokers[ctx.rng.randrange(3)]
     b.kill()
+    sub = _degraded(ctx, during)  # at once: the clients live through the failover
     took = _gone_from_zk(ctx, b.broker_id)
-    sub = _degraded(ctx, during)
     b.start()
     return {"broker": b.broker_id, "failover_s": round(took, 1), "during": sub}
 
