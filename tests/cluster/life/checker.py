@@ -161,7 +161,9 @@ class Checker:
                 raise Violation("committed-disagree", f"{g.name} {tp}: {seen}")
             got = next(iter(seen.values()))
             allowed = set(g.maybe.get(tp, ())) | ({g.committed[tp]} if tp in g.committed else set())
-            floor = g.seen_max.get(tp, -1)
+            # forward only: never below a value read back, nor below an acknowledged
+            # commit (unanswered ones are all above it: commits only go forward)
+            floor = max(g.seen_max.get(tp, -1), g.committed.get(tp, -1))
             if got is None or got < floor:
                 raise Violation("committed-went-back", f"{g.name} {tp}: {got}, earlier "
                                 f"{floor}, last acknowledged commit {g.committed.get(tp)} "
