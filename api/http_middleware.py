@@ -5,6 +5,9 @@ included).
 
 Outermost first, as ``install_http_middleware`` stacks them (added last = outermost):
 
+    Forwarded   http.forwarded.trusted.addresses set: the client (and scheme) from a
+                trusted reverse proxy's X-Forwarded-For / Forwarded header
+                (``api.forwarded``), before anything reads it
     AccessLog   http.access.log=true: one line per request, the bytes actually sent
     CORS        access.control.allow.origin set: preflights answered before
                 authentication (a browser sends no credentials with one), and the
@@ -27,6 +30,13 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.gzip import GZipMiddleware
 
 from api.access_log import AccessLogMiddleware
+from api.forwarded import (
+    HEADER_PROPERTY,
+    X_FORWARDED_FOR,
+    ForwardedHeadersMiddleware,
+    trusted_networks,
+)
+from api.forwarded import PROPERTY as FORWARDED_PROPERTY
 
 #: Jetty CrossOriginFilter's defaults, which Confluent's empty properties mean.
 DEFAULT_METHODS = ("GET", "POST", "HEAD")
@@ -79,3 +89,7 @@ def install_http_middleware(app: FastAPI, config: Any) -> None:
         app.add_middleware(CORSMiddleware, **cors)
     if _setting(config, "http.access.log", False):
         app.add_middleware(AccessLogMiddleware)
+    networks = trusted_networks(str(_setting(config, FORWARDED_PROPERTY, "")))
+    if networks:  # outermost: every layer (the access log too) sees the resolved client
+        app.add_middleware(ForwardedHeadersMiddleware, networks=networks, header=str(
+            _setting(config, HEADER_PROPERTY, X_FORWARDED_FOR)))

@@ -10,6 +10,8 @@ brokers can live in one process. Two sources feed it:
                      (``Broker.topic_stats``, plain integers kept by core), partition
                      health (under-replicated, offline), controller, ISR changes, log
                      sizes and consumer-group lag
+    AuthenticationCollector  the login throttle's counters (failed and throttled
+                     HTTP Basic authentications, ``api.security.login_throttle``)
 
 plus prometheus-client's standard process, GC and platform collectors (``process_*``,
 ``python_gc_*``, ``python_info``).
@@ -45,7 +47,9 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 from starlette.responses import Response
 
+from api.security.authentication import login_throttle
 from api.security.authorization import Need, requires
+from api.security.login_throttle import LoginThrottle
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 from core.errors import FranzError
@@ -276,13 +280,40 @@ async def _high_watermark(broker: Broker, rm: Any, tp: TopicPartition) -> int | 
     return offsets.high_watermark
 
 
+class AuthenticationCollector(Collector):
+    """The login throttle's counters (``api.security.login_throttle``), read at scrape
+    time: failed authentications, and attempts refused with 429 before their check."""
+
+    def __init__(self, throttle: LoginThrottle) -> None:
+        self.throttle = throttle
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "franz_authentication_failures",
+            "Failed HTTP Basic authentications (unknown user, wrong password, malformed "
+            "credentials)",
+            value=self.throttle.failures,
+        )
+        yield CounterMetricFamily(
+            "franz_authentication_throttled",
+            "HTTP Basic attempts refused with 429 (too many failures of the principal or "
+            "the client address) without checking the secret",
+            value=self.throttle.throttled,
+        )
+
+
 class MetricsState:
     """What ``install_metrics`` puts on ``app.state.metrics``."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, throttle: LoginThrottle | None = None) -> None:
         self.registry = CollectorRegistry()
         self.collector = BrokerCollector(broker)
         self.registry.register(self.collector)
+        if throttle is not None:
+            self.registry.register(AuthenticationCollector(throttle))
         # the process (CPU, memory, open descriptors, start time), the interpreter's
         # garbage collector and the Python version, as any Python exporter has them
         for standard in (PROCESS_COLLECTOR, GC_COLLECTOR, PLATFORM_COLLECTOR):
@@ -326,7 +357,7 @@ def install_metrics(app: FastAPI) -> None:
     ``app.state.broker`` is set)."""
     # Kafka-style totals only: no ``*_created`` series.
     disable_created_metrics()  # type: ignore[no-untyped-call]
-    state = MetricsState(app.state.broker)
+    state = MetricsState(app.state.broker, login_throttle(app))
     app.state.metrics = state
     app.include_router(router)
     app.add_middleware(RequestMetrics, requests=state.requests, duration=state.duration)

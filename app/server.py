@@ -31,6 +31,8 @@ from pathlib import Path
 import uvicorn
 
 from api.app import create_app
+from api.forwarded import HEADER_PROPERTY, forwarded_header, trusted_networks
+from api.forwarded import PROPERTY as TRUSTED_PROPERTY
 from api.health import StartupGate
 from api.schema_registry.listener import registry_only
 from app.assembly import build_broker
@@ -96,6 +98,7 @@ async def serve(config: BrokerConfig) -> None:
     tls = server_context(config) if any(lsn.is_tls for lsn in every) else None
     open_files = raise_open_files_limit()
     max_connections, idle_s = _connection_settings(config, len(every))
+    _check_forwarded(config)
     sockets = _bind_all(every)
     fresh = _is_fresh(config.data_dir)
     gate = StartupGate(step="loading logs")
@@ -209,6 +212,16 @@ def _connection_settings(config: BrokerConfig, listener_count: int) -> tuple[int
     return max_connections, idle_ms / 1000
 
 
+def _check_forwarded(config: BrokerConfig) -> None:
+    """ListenerConfigError, naming the property, for a bad trusted-proxy setting (also
+    checked by ``app.settings``; here for a config built without it)."""
+    try:
+        trusted_networks(str(config[TRUSTED_PROPERTY]))
+        forwarded_header(str(config[HEADER_PROPERTY]))
+    except ValueError as exc:
+        raise ListenerConfigError(str(exc)) from None
+
+
 def _uvicorn_config(app: object, listener: Listener, tls: ssl.SSLContext | None, *,
                     max_connections: int | None = None, idle_s: float = 600.0) -> uvicorn.Config:
     """One listener's server: the franz protocol with the listener's connection limits
@@ -219,6 +232,10 @@ def _uvicorn_config(app: object, listener: Listener, tls: ssl.SSLContext | None,
     uv_config = uvicorn.Config(
         app, host=listener.host, port=listener.port, log_level="warning",  # type: ignore[arg-type]
         access_log=False, http=protocol, lifespan="off",  # type: ignore[arg-type]  # a factory
+        # never uvicorn's X-Forwarded-For handling (it trusts 127.0.0.1 by default, so any
+        # local client could pick its host for ACLs and the audit log): api.forwarded
+        # reads forwarded headers, from http.forwarded.trusted.addresses only
+        proxy_headers=False, forwarded_allow_ips="",
         timeout_graceful_shutdown=5, timeout_keep_alive=idle_s,  # type: ignore[arg-type]  # seconds; a float works
     )
     uv_config.load()

@@ -31,10 +31,11 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
+from api.forwarded import forwarded_header, trusted_networks
 from app import properties
 from app.listeners import Listener, parse_listeners
 from app.properties import Property
@@ -148,6 +149,17 @@ def check_key(key: str, origin: str) -> None:
 RANGES: dict[str, tuple[int, int | None]] = {
     "api.v3.produce.batch.maximum.entries": (1, 50),  # Confluent's range
     "http.gzip.min.bytes": (0, None),
+    "authentication.failures.max": (0, 1_000_000),
+    "authentication.failures.address.max": (0, 1_000_000),
+    "authentication.failures.window.ms": (1, 86_400_000),
+    "authentication.failures.lockout.ms": (1, 86_400_000),
+    "authentication.failures.tracked.max": (1, 10_000_000),
+}
+
+#: String broker properties with a parser of their own (ValueError names the property).
+PARSERS: dict[str, Callable[[str], object]] = {
+    "http.forwarded.trusted.addresses": trusted_networks,
+    "http.forwarded.header": forwarded_header,
 }
 
 
@@ -170,6 +182,14 @@ def _check_range(key: str, raw: str) -> None:
                                  f"Value must be in {allowed}")
 
 
+def _check_parsed(key: str, raw: str) -> None:
+    try:
+        PARSERS[key](raw)
+    except ValueError as exc:
+        raise InvalidConfigError(f"Invalid value {raw[:200]} for configuration {key}: "
+                                 f"{str(exc).removeprefix(key + ': ')}") from None
+
+
 def check_value(key: str, raw: object, origin: str) -> None:
     """ConfigError when ``raw`` is not a value ``key`` takes, in Kafka's wording (the key,
     the value, what is allowed)."""
@@ -182,6 +202,8 @@ def check_value(key: str, raw: object, origin: str) -> None:
                 _check_range(key, raw)
             if key in CHOICES:
                 _check_choice(key, raw)
+            if key in PARSERS:
+                _check_parsed(key, raw)
         if key in STORAGE_EXTRAS and not raw.strip().isdigit():
             raise InvalidConfigError(f"Invalid value {raw} for configuration {key}: "
                                      "Not a number of type LONG (allowed: [0, ...])")

@@ -9,6 +9,14 @@ The principal comes from, in order:
    ``WWW-Authenticate: Basic realm="franz"`` and error_code 40101 before anything runs;
 3. else ``User:ANONYMOUS``.
 
+Failed Basic authentications are slowed per principal and per client address
+(``api.security.login_throttle``): past the limits an attempt is answered 429 with
+``Retry-After`` (error_code 429) before its secret is looked at, and audited.
+
+The client host is ``scope["client"]``'s, which ``api.forwarded`` has already replaced
+when a trusted reverse proxy named the client (uvicorn's own forwarded-header handling
+is off).
+
 It is put on the scope (``PRINCIPAL``, ``CLIENT_HOST``) by this middleware alone; the
 routes read it through ``principal_of`` and ``client_host_of``.
 """
@@ -17,14 +25,16 @@ from __future__ import annotations
 
 import binascii
 from base64 import b64decode
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import V2_MEDIA, V3_MEDIA, ErrorCode, error_body
+from api.security.login_throttle import LoginThrottle
 from core.broker.security.audit import audit
 from core.broker.security.principal import ANONYMOUS, Principal
+from core.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
     from core.broker.security.service import Security
@@ -60,7 +70,11 @@ class AuthenticationMiddleware:
                                            "certificate.")
                 return
         elif security.basic:
-            failure, principal = await _basic(security, scope, host)
+            throttle = login_throttle(scope["app"])
+            failure, principal, retry_after = await _basic(security, throttle, scope, host)
+            if retry_after:
+                await _throttled(scope, send, retry_after)
+                return
             if principal is None:
                 await _refuse(scope, send, failure)
                 return
@@ -81,24 +95,41 @@ class AuthenticationMiddleware:
         await self.app(scope, receive, send_audited)
 
 
-async def _basic(security: Security, scope: Scope, host: str) -> tuple[str, Principal | None]:
+async def _basic(security: Security, throttle: LoginThrottle, scope: Scope,
+                 host: str) -> tuple[str, Principal | None, int]:
+    """(why it failed, the principal, seconds to wait when throttled: 429)."""
     header = None
     for name, value in scope["headers"]:
         if name == b"authorization":
             header = value
             break
     if header is None:
-        return "Authentication required.", None
+        return "Authentication required.", None, 0
     credentials = _parse_basic(header)
+    user = credentials[0] if credentials is not None else None
+    retry_after = throttle.retry_after(user, host, credentials[1] if credentials else None)
+    if retry_after:  # before the secret is looked at
+        audit("authentication", principal=f"User:{(user or '')[:255]}", host=host,
+              result="throttled", reason="too many failed authentications",
+              retry_after_s=retry_after)
+        return "", None, retry_after
     if credentials is None:
-        return "Malformed Basic credentials.", None
+        throttle.failed(None, host)
+        return "Malformed Basic credentials.", None, 0
     user, secret = credentials
     principal = security.cached_basic(user, secret)
     if principal is None:
-        principal = await security.authenticate_basic(user, secret, host=host)
+        token = throttle.token(user, secret)
+        throttle.begin(user, host, token)
+        try:
+            principal = await security.authenticate_basic(user, secret, host=host)
+        finally:
+            throttle.end(user, host, token)
     if principal is None:
-        return "Authentication failed: unknown user or wrong password.", None
-    return "", principal
+        throttle.failed(user, host)
+        return "Authentication failed: unknown user or wrong password.", None, 0
+    throttle.succeeded(user)
+    return "", principal, 0
 
 
 def _parse_basic(header: bytes) -> tuple[str, str] | None:
@@ -124,6 +155,28 @@ async def _refuse(scope: Scope, send: Send, message: str) -> None:
         (b"content-type", media.encode()), (b"content-length", str(len(body)).encode()),
         (b"www-authenticate", REALM.encode())]})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _throttled(scope: Scope, send: Send, retry_after: int) -> None:
+    media = V3_MEDIA if scope["path"].startswith("/v3") else V2_MEDIA
+    body = error_body(ErrorCode.TOO_MANY_REQUESTS,
+                      f"Too many failed authentications; retry in {retry_after} s.")
+    await send({"type": "http.response.start", "status": 429, "headers": [
+        (b"content-type", media.encode()), (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(retry_after).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def login_throttle(app: Any) -> LoginThrottle:
+    """The app's ``LoginThrottle`` (``app.state.login_throttle``), made from the broker's
+    properties and clock the first time."""
+    throttle: LoginThrottle | None = getattr(app.state, "login_throttle", None)
+    if throttle is None:
+        broker = getattr(app.state, "broker", None)
+        throttle = LoginThrottle.from_config(getattr(broker, "config", None),
+                                             getattr(broker, "clock", SYSTEM_CLOCK))
+        app.state.login_throttle = throttle
+    return throttle
 
 
 def principal_of(request: Request) -> Principal:

@@ -246,7 +246,10 @@ def _subject(world: World, op: str) -> str:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    server = FranzServer(tmp_path_factory.mktemp("matrix") / "data", SECURED)
+    # the wrong-password identity fails on every operation, all from 127.0.0.1: the login
+    # throttle (tests/integration/test_login_throttle.py) would answer 429 to everyone
+    server = FranzServer(tmp_path_factory.mktemp("matrix") / "data", [
+        *SECURED, "authentication.failures.max=0", "authentication.failures.address.max=0"])
     add_users(server.data_dir, USERS)
     server.start()
     admin = httpx.Client(base_url=server.url, auth=("admin", USERS["admin"]), timeout=30.0)

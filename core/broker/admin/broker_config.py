@@ -119,6 +119,13 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("allow.everyone.if.no.acl.found", bool, False, "allow an operation on a resource no ACL names"),
     _p("inter.broker.basic.auth.user.info", str, "", "USER:PASSWORD this broker sends to other brokers when authentication.method=BASIC", sensitive=True),
     _p("listeners.unauthenticated.allow", bool, False, "allow a listener on a non-loopback address without authentication"),
+    _p("authentication.failures.max", int, 5, "failed HTTP Basic authentications of one principal within authentication.failures.window.ms after which its attempts are refused (429, Retry-After) for authentication.failures.lockout.ms without checking the password; 0: never"),
+    _p("authentication.failures.address.max", int, 20, "failed HTTP Basic authentications from one client address within authentication.failures.window.ms after which its attempts are refused the same way; 0: never"),
+    _p("authentication.failures.window.ms", int, 60000, "the window failed authentications are counted in"),
+    _p("authentication.failures.lockout.ms", int, 60000, "how long a principal or address past its failure count is refused"),
+    _p("authentication.failures.tracked.max", int, 10000, "principals, and separately client addresses, whose failures are remembered (the oldest is forgotten past it)"),
+    _p("http.forwarded.trusted.addresses", str, "", "comma-separated IPs and CIDRs of reverse proxies whose forwarded headers name the client (ACL host, audit, access log, login throttle); empty: forwarded headers are never trusted"),
+    _p("http.forwarded.header", str, "X-Forwarded-For", "the header the trusted proxies write: X-Forwarded-For (with X-Forwarded-Proto) or Forwarded (RFC 7239); the other is ignored"),
     # --- HTTP front door (docs/http.md) ---
     _p("access.control.allow.origin", str, "", "CORS: comma-separated origins allowed to call the API from a browser (* any; a * inside an origin matches any text there); empty: CORS off; Confluent's"),
     _p("access.control.allow.methods", str, "", "CORS: comma-separated methods allowed to cross-origin callers; empty: GET,POST,HEAD; Confluent's"),
