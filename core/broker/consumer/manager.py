@@ -22,8 +22,8 @@ seek); an auto-commit writes only the partitions its instance's owner may still 
 Event-loop only. Wiring: ``ConsumerManager(backend, config=..., clock=...)``, then
 ``await start()`` (loads the offsets partitions this broker leads, starts the expiry and
 metadata loop) and ``await stop()``. The broker calls ``on_topics_changed()`` after
-topic creation, deletion and partition changes, and may forward leadership changes of
-``__consumer_offsets`` to ``coordinator.on_become_leader(p)`` / ``on_resign(p)``.
+topic creation, deletion and partition changes; the replica manager tells
+``coordinator.on_role_change(p, epoch)`` of every role change of ``__consumer_offsets``.
 """
 
 from __future__ import annotations
