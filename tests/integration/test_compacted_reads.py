@@ -267,9 +267,31 @@ def test_v3_records_over_gaps_and_empty_batch(shared: tuple[httpx.Client, str, L
     assert v3_rows(http, topic, offset=3, count=1)[0][0] > 3
 
 
-@pytest.mark.parametrize("fmt", ["binary", "json"])
+def _instance_rows(http: httpx.Client, base: str, fmt: str, want: int, **params: Any
+                   ) -> list[tuple[int, str | None, str | None]]:
+    """Records of a consumer instance until ``want`` came (or 20 s passed)."""
+    rows: list[tuple[int, str | None, str | None]] = []
+    deadline = time.monotonic() + 20
+    while len(rows) < want and time.monotonic() < deadline:
+        r = http.get(f"{base}/records", params={"timeout": 500, **params},
+                     headers={"Accept": BINARY if fmt == "binary" else JSON})
+        assert r.status_code == 200, r.text
+        for item in r.json():
+            if fmt == "binary":
+                rows.append((item["offset"], key_of(unb64(item["key"])), unb64(item["value"])))
+            else:
+                rows.append((item["offset"], item["key"], json.dumps(item["value"])))
+    return rows
+
+
+@pytest.mark.parametrize(("fmt", "how"), [("binary", "subscribe"), ("json", "subscribe"),
+                                          ("binary", "max_bytes=1"), ("binary", "seek")])
 def test_consumer_instance_reads_compacted_topic(
-        compacting: FranzServer, shared: tuple[httpx.Client, str, Latest], fmt: str) -> None:
+        compacting: FranzServer, shared: tuple[httpx.Client, str, Latest], fmt: str,
+        how: str) -> None:
+    """A v2 consumer instance: subscribed (binary, json), one record a read (its
+    max_bytes cut inside the gapped batch), or assigned and moved by timestamp (to the
+    first record left, 1) and by offset (to the emptied batch, 3)."""
     http, topic, latest = shared
     want = records_on_disk(compacting, topic)
     group = f"g-{uuid.uuid4().hex[:8]}"
@@ -278,22 +300,28 @@ def test_consumer_instance_reads_compacted_topic(
     assert r.status_code == 200, r.text
     base = r.json()["base_uri"]
     try:
+        if how == "seek":
+            tp = {"topic": topic, "partition": 0}
+            r = http.post(f"{base}/assignments", headers={"Content-Type": V2},
+                          json={"partitions": [tp]})
+            assert r.status_code == 204, r.text
+            r = http.post(f"{base}/positions", headers={"Content-Type": V2},
+                          json={"timestamps": [{**tp, "timestamp": 0}]})
+            assert r.status_code == 204, r.text
+            rows = _instance_rows(http, base, fmt, want)
+            assert rows and rows[0][0] == 1, rows
+            check_records(rows, latest)
+            r = http.post(f"{base}/positions", headers={"Content-Type": V2},
+                          json={"offsets": [{**tp, "offset": 3}]})
+            assert r.status_code == 204, r.text
+            rows = _instance_rows(http, base, fmt, 1)
+            assert rows and rows[0][0] > 3, rows
+            return
         r = http.post(f"{base}/subscription", headers={"Content-Type": V2},
                       json={"topics": [topic]})
         assert r.status_code == 204, r.text
-        rows: list[tuple[int, str | None, str | None]] = []
-        deadline = time.monotonic() + 20
-        while len(rows) < want and time.monotonic() < deadline:
-            r = http.get(f"{base}/records", params={"timeout": 500},
-                         headers={"Accept": BINARY if fmt == "binary" else JSON})
-            assert r.status_code == 200, r.text
-            for item in r.json():
-                if fmt == "binary":
-                    rows.append((item["offset"], key_of(unb64(item["key"])),
-                                 unb64(item["value"])))
-                else:
-                    rows.append((item["offset"], item["key"], json.dumps(item["value"])))
-        check_records(rows, latest)
+        params = {"max_bytes": 1} if how == "max_bytes=1" else {}
+        check_records(_instance_rows(http, base, fmt, want, **params), latest)
     finally:
         http.delete(base, headers={"Content-Type": V2})
 
@@ -337,6 +365,24 @@ def test_compaction_runs_again_over_compacted_segments(compacting: FranzServer) 
         latest = {**latest, "a": (end - 1, jv(f"{BIG}11")), "b": (b1, jv("b1"))}
         check_records(range_rows(http, topic), latest, removed=(0, 1, 3))
         check_records(v3_rows(http, topic), latest, removed=(0, 1, 3))
+
+
+def test_compacted_log_recovers_after_a_crash(
+        compacting: FranzServer, shared: tuple[httpx.Client, str, Latest]) -> None:
+    """SIGKILL, and the indexes of the compacted partition lost: the broker recovers the
+    log from its batches (gapped and empty ones among them) and reads it as before.
+    (Last of the tests on ``compacting``: it restarts that broker.)"""
+    http, topic, latest = shared
+    before = batches_on_disk(compacting, topic)
+    http.close()
+    compacting.kill()
+    for index in (compacting.data_dir / f"{topic}-0").glob("*index"):
+        index.unlink()
+    compacting.start()
+    assert batches_on_disk(compacting, topic) == before
+    with httpx.Client(base_url=compacting.url, timeout=30.0) as again:
+        check_records(range_rows(again, topic), latest)
+        check_records(v3_rows(again, topic), latest)
 
 
 # --- restarts ----------------------------------------------------------------------------
