@@ -137,16 +137,17 @@ def wait_for(predicate: Any, what: str, timeout: float = 5.0) -> Any:
 
 # --- not trusted: the defaults -------------------------------------------------------------
 
+# (Forwarded alone is left out: uvicorn never read it, so it proves nothing about the fix;
+# "all" sends it beside the others)
 FORGERIES = [
     {"X-Forwarded-For": FORGED},
     {"X-Forwarded-For": f"{FORGED}, {FORGED}"},
-    {"Forwarded": f"for={FORGED}"},
     {"X-Forwarded-For": FORGED, "Forwarded": f'for="{FORGED}"', "X-Real-IP": FORGED},
 ]
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
-@pytest.mark.parametrize("headers", FORGERIES, ids=["xff", "xff-chain", "forwarded", "all"])
+@pytest.mark.parametrize("headers", FORGERIES, ids=["xff", "xff-chain", "all"])
 def test_a_loopback_client_cannot_forge_its_host_past_a_deny_acl(
         untrusted: Broker, scheme: str, headers: dict[str, str]) -> None:
     with untrusted.client("alice", scheme) as alice:

@@ -145,7 +145,10 @@ def test_a_success_resets_the_principal(broker: FranzServer) -> None:
         for i in range(4):
             assert attempt(broker, source, "dave", f"guess-{i}").status_code == 401
         assert attempt(broker, source, "dave").status_code == 200
-    assert attempt(broker, source, "dave", "guess").status_code == 401
+    # after the last success, five failures again lock the principal
+    for i in range(5):
+        assert attempt(broker, source, "dave", f"again-{i}").status_code == 401
+    assert_throttled(attempt(broker, source, "dave"))
 
 
 def test_an_address_trying_many_users_is_locked(broker: FranzServer) -> None:
@@ -219,6 +222,10 @@ def test_parallel_requests_with_the_right_password_all_pass(broker: FranzServer)
     for t in threads:
         t.join()
     assert statuses == [200] * 12, statuses
+    # and they counted as no failure: it takes the usual five to lock heidi
+    for i in range(5):
+        assert attempt(broker, source, "heidi", f"guess-{i}").status_code == 401
+    assert_throttled(attempt(broker, source, "heidi"))
 
 
 def test_the_lock_ends_after_lockout_ms(short: FranzServer) -> None:
