@@ -27,7 +27,11 @@ from typing import Any, Protocol
 from core.broker.consumer.instance import ConsumerInstanceInfo, PolledRecords
 from core.broker.consumer.manager import ConsumerManager
 from core.broker.consumer.wire import decode_result, encode_call
-from core.broker.errors import BrokerNotAvailableError, NotCoordinatorError
+from core.broker.errors import (
+    BrokerNotAvailableError,
+    CoordinatorLoadInProgressError,
+    NotCoordinatorError,
+)
 from core.broker.group.group import GroupDescription, GroupSummary
 from core.broker.group.hashing import coordinator_partition
 from core.broker.metadata.cache import MetadataCache
@@ -80,16 +84,22 @@ class GroupRouter:
         args = {"group": group, **kwargs}
         while True:
             address = None if self._client is None else self.coordinator_address(group)
-            if address is None:
-                return await _local(self._manager, op, args)
-            assert self._client is not None
             try:
+                if address is None:
+                    return await _local(self._manager, op, args)
+                assert self._client is not None
                 body = await self._client.group_call(address, op, encode_call(op, args),
                                                      timeout_s=CALL_TIMEOUT_S + wait_s)
                 return decode_result(op, body, self._batches)
-            except (BrokerNotAvailableError, NotCoordinatorError) as exc:
-                if loop.time() >= deadline:
-                    if isinstance(exc, BrokerNotAvailableError):
+            except (BrokerNotAvailableError, NotCoordinatorError,
+                    CoordinatorLoadInProgressError) as exc:
+                # the coordinator is moving (this broker's metadata may name it before its
+                # replica leads, or after it resigned) or still loading: nothing was
+                # written, so the call is tried again where the metadata points next
+                local = address is None
+                if self._client is None or loop.time() >= deadline or (
+                        local and isinstance(exc, BrokerNotAvailableError)):
+                    if isinstance(exc, BrokerNotAvailableError) and not local:
                         return await _local(self._manager, op, args)  # answer here
                     raise
                 await asyncio.sleep(RETRY_S)
