@@ -44,7 +44,7 @@ COMPACT = TopicSpec("life-compact", 2, "compact", (
     ("cleanup.policy", "compact"), ("segment.bytes", "1024"),
     ("min.cleanable.dirty.ratio", "0.01"), ("min.compaction.lag.ms", "0")))
 RETAIN = TopicSpec("life-retain", 2, "retain", (
-    ("retention.bytes", "3000"), ("segment.bytes", "1000")))
+    ("retention.bytes", "1200"), ("segment.bytes", "500")))
 TOPICS = (DATA, COMPACT, RETAIN)
 INTERNAL_TOPICS = ("__consumer_offsets", "__franz_idempotency")
 
@@ -62,11 +62,13 @@ class WalkKnobs:
     seed: int
     steps: int | None  # None: until ``seconds``
     seconds: float | None  # None: until ``steps``
+    faults: tuple[str, ...] | None = None  # only these fault kinds (None: all)
 
 
 def knobs(*, seed: int, steps: int | None, seconds: float | None) -> WalkKnobs:
     """``FRANZ_LIFE_SEED``, ``FRANZ_LIFE_STEPS`` and ``FRANZ_LIFE_SECONDS`` override
-    the caller's values (an empty variable is no override)."""
+    the caller's values (an empty variable is no override); ``FRANZ_LIFE_FAULTS``
+    (comma-separated kinds) keeps only those faults, to look at one bug at a time."""
     env = os.environ
     if env.get("FRANZ_LIFE_SEED"):
         seed = int(env["FRANZ_LIFE_SEED"])
@@ -80,4 +82,5 @@ def knobs(*, seed: int, steps: int | None, seconds: float | None) -> WalkKnobs:
             steps = None
     if steps is None and seconds is None:
         raise ValueError("the walk needs a number of steps or of seconds")
-    return WalkKnobs(seed, steps, seconds)
+    faults = tuple(f.strip() for f in env.get("FRANZ_LIFE_FAULTS", "").split(",") if f.strip())
+    return WalkKnobs(seed, steps, seconds, faults or None)

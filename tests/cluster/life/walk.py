@@ -125,6 +125,9 @@ class Walk:
         self.log = log
         self.history_path = history_path
         self._entry: dict[str, Any] = {}
+        unknown = set(knobs.faults or ()) - set(FAULTS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {sorted(FAULTS)}")
         for name in group_names(GROUPS_WANTED):
             self.ctx.model.groups[name] = Group(name)
 
@@ -137,7 +140,7 @@ class Walk:
         kinds = list(WORKLOAD_WEIGHTS)
         weights = [WORKLOAD_WEIGHTS[k] for k in kinds]
         while True:
-            faults = sorted(FAULTS)
+            faults = sorted(self.knobs.faults or FAULTS)
             self.rng.shuffle(faults)
             for fault in faults:
                 for _ in range(self.rng.randint(1, 3)):
