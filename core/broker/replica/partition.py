@@ -240,10 +240,14 @@ class Partition:
         if not self.is_leader:
             return ()
         now, leo = self._clock.now_ms(), self.log.log_end_offset
-        return tuple(r for r in self.isr if r != self.broker_id and r in self.followers and
-                     is_out_of_sync(follower_leo=self.followers[r].log_end_offset, leader_leo=leo,
-                                    last_caught_up_ms=self.followers[r].last_caught_up_ms,
-                                    now_ms=now, max_lag_ms=max_lag_ms))
+        # An ISR member that is no longer a replica is out too: a reassignment's last step
+        # (new ISR, then new replicas) can race this leader's expansion of the ISR with a
+        # replica being removed; kept, it would hold acks=all and the HW forever.
+        return tuple(r for r in self.isr if r != self.broker_id and (
+            r not in self.followers or
+            is_out_of_sync(follower_leo=self.followers[r].log_end_offset, leader_leo=leo,
+                           last_caught_up_ms=self.followers[r].last_caught_up_ms,
+                           now_ms=now, max_lag_ms=max_lag_ms)))
 
     # --- follower path ----------------------------------------------------------------
 
