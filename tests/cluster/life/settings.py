@@ -44,7 +44,7 @@ COMPACT = TopicSpec("life-compact", 2, "compact", (
     ("cleanup.policy", "compact"), ("segment.bytes", "1024"),
     ("min.cleanable.dirty.ratio", "0.01"), ("min.compaction.lag.ms", "0")))
 RETAIN = TopicSpec("life-retain", 2, "retain", (
-    ("retention.bytes", "1200"), ("segment.bytes", "500")))
+    ("retention.bytes", "500"), ("segment.bytes", "300")))
 TOPICS = (DATA, COMPACT, RETAIN)
 INTERNAL_TOPICS = ("__consumer_offsets", "__franz_idempotency")
 

@@ -31,8 +31,8 @@ from .model import Group, Model
 from .settings import COMPACT, DATA, GROUPS_WANTED, OFFSETS_PARTITIONS, RETAIN, WalkKnobs
 
 WORKLOAD_WEIGHTS: dict[str, float] = {
-    "produce": 4, "produce-compact": 2, "produce-retain": 1.5, "burst-compact": 1,
-    "burst-retain": 0.7, "exact-retry": 1.5, "join": 1, "leave": 0.7, "read": 2,
+    "produce": 4, "produce-compact": 2, "produce-retain": 2, "burst-compact": 1,
+    "burst-retain": 1.5, "exact-retry": 1.5, "join": 1, "leave": 0.7, "read": 2,
     "commit": 2.5, "commit-burst": 0.7,
 }
 GROUP_STEPS = {"join", "leave", "read", "commit", "commit-burst"}
