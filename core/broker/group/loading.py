@@ -56,7 +56,9 @@ async def load_groups(backend: GroupBackend, clock: Clock, partition: int,
     groups = loader.groups(clock.now_ms())
     for group in groups.values():
         group.loaded_epoch = epoch
-    log.info("loaded %s-%d at leader epoch %d: %d groups in %.0f ms (%d records skipped)",
-             OFFSETS_TOPIC, partition, epoch, len(groups),
+    # an empty partition (most of them, on a new broker) is not worth an INFO line each
+    log.log(logging.INFO if groups or loader.skipped else logging.DEBUG,
+            "loaded %s-%d at leader epoch %d: %d groups in %.0f ms (%d records skipped)",
+            OFFSETS_TOPIC, partition, epoch, len(groups),
              (asyncio.get_running_loop().time() - started) * 1000, loader.skipped)
     return groups
