@@ -133,6 +133,11 @@ def create_instance(b: BrokerProcess, group: str, name: str) -> str:
     return f"/consumers/{group}/instances/{name}"
 
 
+def assign(b: BrokerProcess, instance: str, topic: str) -> None:
+    ok(httpx.post(f"{b.url}{instance}/assignments", headers={"Content-Type": V2}, timeout=30,
+                  json={"partitions": [{"topic": topic, "partition": 0}]}))
+
+
 def commit(b: BrokerProcess, instance: str, topic: str, offset: int) -> None:
     ok(httpx.post(f"{b.url}{instance}/offsets", headers={"Content-Type": V2}, timeout=30,
                   json={"offsets": [{"topic": topic, "partition": 0, "offset": offset - 1}]}))
@@ -164,10 +169,7 @@ def test_groups_keep_offsets_and_members_when_the_coordinator_moves_away_and_bac
     a = state(zk, OFFSETS)["leader"]
     b, c = [i for i in (0, 1, 2) if i != a]
     g1 = create_instance(brokers[a], "g1", "i1")
-    ok(retrying(lambda: httpx.post(f"{brokers[a].url}{g1}/assignments", timeout=30,
-                                   headers={"Content-Type": V2},
-                                   json={"partitions": [{"topic": "orders", "partition": 0}]}),
-                "assign"))
+    assign(brokers[a], g1, "orders")
     commit(brokers[a], g1, "orders", 10)
     assert committed(brokers[a], g1, "orders") == 10
 
@@ -192,10 +194,7 @@ def test_a_coordinator_paused_past_its_session_serves_what_was_written_meanwhile
     a = state(zk, OFFSETS)["leader"]
     others = [i for i in (0, 1, 2) if i != a]
     g3 = create_instance(brokers[a], "g3", "before-pause")
-    ok(retrying(lambda: httpx.post(f"{brokers[a].url}{g3}/assignments", timeout=30,
-                                   headers={"Content-Type": V2},
-                                   json={"partitions": [{"topic": "orders", "partition": 0}]}),
-                "assign"))
+    assign(brokers[a], g3, "orders")
     commit(brokers[a], g3, "orders", 5)
     paused = brokers[a]
     paused.signal(signal.SIGSTOP)
