@@ -94,7 +94,7 @@ async def fetch(request: Request, topic: str, partition: int, offset: int,
 async def offsets(request: Request, topic: str, partition: int) -> Response:
     broker = broker_of(request)
     try:
-        offs = broker.local_offsets(topic, partition)
+        offs = await broker.local_offsets(topic, partition)
     except FranzError as exc:
         return _error(exc)
     return Response(orjson.dumps({"log_start_offset": offs.log_start_offset,

@@ -401,8 +401,8 @@ class Broker:
                                                    max_bytes=max_bytes, max_wait_ms=max_wait_ms)
         return data, p.offsets()
 
-    def local_offsets(self, topic: str, partition: int) -> PartitionOffsets:
-        return self.replica_manager.leader_partition(TopicPartition(topic, partition)).offsets()
+    async def local_offsets(self, topic: str, partition: int) -> PartitionOffsets:
+        return await self.replica_manager.client_offsets(TopicPartition(topic, partition))
 
     def local_replicas(self) -> list[tuple[TopicPartition, Partition]]:
         """This broker's replicas, sorted (for tests and operators)."""

@@ -45,6 +45,14 @@ class RequestTimedOutError(FranzError):
     retriable = True
 
 
+class OffsetNotAvailableError(FranzError):
+    """A new leader's high watermark has not caught up with its log yet (Kafka's
+    OFFSET_NOT_AVAILABLE): its offsets would be older than what was acknowledged."""
+
+    error_code = 78
+    retriable = True
+
+
 class OffsetMetadataTooLargeError(FranzError):
     """Commit metadata longer than offset.metadata.max.bytes."""
 

@@ -153,7 +153,7 @@ class Router:
     async def partition_offsets(self, tp: TopicPartition) -> PartitionOffsets:
         async def call(address: Address | None) -> PartitionOffsets:
             if address is None:
-                return self._replicas.leader_partition(tp).offsets()
+                return await self._replicas.client_offsets(tp)
             assert self._client is not None
             return await self._client.offsets(address, tp.topic, tp.partition)
 

@@ -29,6 +29,7 @@ from core.broker.errors import (
     BrokerNotAvailableError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
@@ -38,7 +39,7 @@ from core.broker.replica.epoch_writer import EpochCheckpointWriter
 from core.broker.replica.fetch_wire import ReplicaFetchRequest, ReplicaFetchResult
 from core.broker.replica.fetcher import Address, ReplicaFetchClient, ReplicaFetcherManager
 from core.broker.replica.partition import Partition
-from core.broker.types import TopicPartition
+from core.broker.types import PartitionOffsets, TopicPartition
 from core.clock import Clock
 from core.errors import FranzError
 from core.storage.blocking import run_blocking
@@ -49,6 +50,10 @@ from core.storage.log import AppendInfo, FetchData
 from core.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+# How long a new leader's client offsets wait for its HW to reach its epoch's start: one
+# round of follower fetches (replica.fetch.wait.max.ms is 500 ms).
+OFFSETS_WAIT_S = 2.0
 
 #: ``(partition, leader epoch or None)``: a replica's role changed (ReplicaManager.add_role_listener).
 RoleListener = Callable[[int, "int | None"], None]
@@ -431,10 +436,30 @@ class ReplicaManager:
             return None
         return DataWatch(p.data_waiters, p.high_watermark)
 
+    async def client_offsets(self, tp: TopicPartition) -> PartitionOffsets:
+        """The offsets of ``tp`` as a client may see them (this broker must lead it): a
+        new leader first waits, bounded, for its HW to reach its epoch's start."""
+        return (await self._offsets_leader(tp)).offsets()
+
+    async def _offsets_leader(self, tp: TopicPartition) -> Partition:
+        p = self.leader_partition(tp)
+        if p.offsets_available:
+            return p
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + OFFSETS_WAIT_S
+        while loop.time() < deadline:
+            await wait_on((p.data_waiters,), deadline - loop.time())
+            p = self.leader_partition(tp)
+            if p.offsets_available:
+                return p
+        raise OffsetNotAvailableError(
+            f"{tp[0]}-{tp[1]}: its new leader's high watermark {p.high_watermark} has not "
+            f"reached the start of its epoch ({p.epoch_start_offset}) yet; retry")
+
     async def offset_for_timestamp(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
         """The first offset below the HW whose timestamp >= ``timestamp_ms`` (-1: the HW,
         -2: the log start), None when there is none; this broker must lead ``tp``."""
-        p = self.leader_partition(tp)
+        p = await self._offsets_leader(tp)
         if timestamp_ms == -1:
             return p.high_watermark
         if timestamp_ms == -2:

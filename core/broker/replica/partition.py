@@ -95,6 +95,7 @@ class Partition:
         self._clock = clock
         self.leader_id = -1
         self.leader_epoch = -1
+        self.epoch_start_offset = -1  # the LEO when this replica became leader at its epoch
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
         self.followers: dict[int, FollowerState] = {}
@@ -165,6 +166,7 @@ class Partition:
         self.replicas, self.isr = replicas, isr
         leo = self.log.log_end_offset
         self._assign_epoch(leader_epoch, leo)
+        self.epoch_start_offset = leo
         self.followers = {
             r: FollowerState(last_caught_up_ms=now if r in isr else 0)
             for r in replicas if r != self.broker_id
@@ -408,6 +410,14 @@ class Partition:
         self._reported_corrupt.add(base)
         log.error("%s-%d: the record batch at offsets %d..%d fails its CRC-32C check (corrupt "
                   "on disk); it is not served", *self.tp, base, last)
+
+    @property
+    def offsets_available(self) -> bool:
+        """False while a new leader's HW is below the offset its epoch started at: its HW
+        was a follower's, possibly behind what the old leader acknowledged, so answering
+        it would show a client the end of the log going back. Kafka answers ListOffsets
+        with OFFSET_NOT_AVAILABLE then; the HW catches up at the followers' next fetch."""
+        return not self.is_leader or self.high_watermark >= self.epoch_start_offset
 
     def offsets(self) -> PartitionOffsets:
         self.check_online()

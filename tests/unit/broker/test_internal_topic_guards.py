@@ -49,8 +49,8 @@ def malformed_batch() -> bytearray:
     return buf
 
 
-def log_end(broker: Broker, topic: str, partition: int) -> int:
-    return broker.local_offsets(topic, partition).log_end_offset
+async def log_end(broker: Broker, topic: str, partition: int) -> int:
+    return (await broker.local_offsets(topic, partition)).log_end_offset
 
 
 async def test_internal_topics_cannot_be_deleted(broker: Broker) -> None:
@@ -87,10 +87,10 @@ async def test_internal_topics_cannot_be_reconfigured_or_repartitioned(broker: B
 
 
 async def test_internal_api_appends_to_internal_topics_are_refused(broker: Broker) -> None:
-    before = log_end(broker, OFFSETS_TOPIC, 0)
+    before = await log_end(broker, OFFSETS_TOPIC, 0)
     with pytest.raises(InvalidTopicError, match="Cannot append to internal topic"):
         await broker.local_append(OFFSETS_TOPIC, 0, batch(b"forged"), acks=1, timeout_ms=1000)
-    assert log_end(broker, OFFSETS_TOPIC, 0) == before
+    assert await log_end(broker, OFFSETS_TOPIC, 0) == before
 
 
 async def test_internal_api_appends_are_decoded_before_they_are_written(broker: Broker) -> None:
@@ -100,7 +100,7 @@ async def test_internal_api_appends_are_decoded_before_they_are_written(broker: 
     with pytest.raises(CorruptRecordError, match="orders-0|record"):
         await broker.local_append("orders", 0, batch(b"b") + malformed_batch(), acks=1,
                                   timeout_ms=1000)
-    assert log_end(broker, "orders", 0) == 1
+    assert await log_end(broker, "orders", 0) == 1
     fetched = await broker.fetch("orders", 0, 0, max_bytes=1 << 20)
     assert [r.value for r in fetched.records] == [b"a"]
 
@@ -114,7 +114,7 @@ async def test_internal_api_refuses_offset_deltas_that_do_not_count_up(broker: B
     struct.pack_into(">I", buf, 17, compute_crc(buf, 0, len(buf)))
     with pytest.raises(InvalidRecordError, match="offset delta 3"):
         await broker.local_append("orders", 0, buf, acks=1, timeout_ms=1000)
-    assert log_end(broker, "orders", 0) == 0
+    assert await log_end(broker, "orders", 0) == 0
 
 
 async def test_a_tiny_segment_bytes_keeps_a_topic_writable(broker: Broker) -> None:

@@ -18,6 +18,7 @@ from core.broker.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     RequestTimedOutError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
@@ -395,6 +396,45 @@ async def test_offset_for_timestamp_needs_the_leader(rm: ReplicaManager) -> None
     follow(rm)
     with pytest.raises(NotLeaderOrFollowerError):
         await rm.offset_for_timestamp(TP, -1)
+
+
+async def a_new_leader_behind_its_log(rm: ReplicaManager) -> Partition:
+    """Led at epoch 0, three records, the follower has fetched one (HW 1); then led again
+    at epoch 1, as a follower that took over would be: its HW is behind its log end."""
+    lead(rm, isr=(ME, PEER))
+    await produce(rm, b"a", b"b", b"c")
+    await follower_fetch(rm, 1)
+    p = lead(rm, isr=(ME, PEER), epoch=1, version=1)
+    assert (p.high_watermark, p.epoch_start_offset) == (1, 3)
+    return p
+
+
+async def test_a_new_leaders_offsets_wait_for_its_hw_to_reach_its_epoch_start(
+    rm: ReplicaManager,
+) -> None:
+    """Answering the stale HW would show a client the end of the log going back (the
+    old leader acknowledged offset 2): the offsets wait for the followers' next fetch."""
+    await a_new_leader_behind_its_log(rm)
+    asked = asyncio.ensure_future(rm.client_offsets(TP))
+    latest = asyncio.ensure_future(rm.offset_for_timestamp(TP, -1))
+    await steps()
+    assert not asked.done() and not latest.done()
+    await follower_fetch(rm, 3, leader_epoch=1)
+    assert (await asked).high_watermark == 3
+    assert await latest == 3
+
+
+async def test_a_new_leaders_offsets_are_not_available_if_its_hw_stays_behind(
+    rm: ReplicaManager, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import core.broker.replica.manager as manager_module
+
+    monkeypatch.setattr(manager_module, "OFFSETS_WAIT_S", 0.05)
+    await a_new_leader_behind_its_log(rm)
+    with pytest.raises(OffsetNotAvailableError, match="has not reached the start of its epoch"):
+        await rm.client_offsets(TP)
+    with pytest.raises(OffsetNotAvailableError):
+        await rm.offset_for_timestamp(TP, -2)
 
 
 # --- the leader side of replication: follower fetches -----------------------------------
