@@ -170,11 +170,12 @@ def assemble(config: BrokerConfig, store: MetadataStore, log_manager: LogManager
     replicas.add_role_listener(OFFSETS_TOPIC, consumers.coordinator.on_role_change)
     replicas.add_role_listener(IDEMPOTENCY_TOPIC, keys.on_role_change)
     replicas.add_role_listener(SCHEMAS_TOPIC, schemas.on_role_change)
+    producer_ids = ProducerIdSource(partial(store.allocate_producer_ids, broker_id))
     return Broker(BrokerParts(
         config=config, clock=clock, store=store, cache=cache, log_manager=log_manager,
         replicas=replicas, sync=sync, controller=controller, shutdown=shutdown, router=router,
-        producer=Producer(router, producers=GatewayProducers(ProducerIdSource(
-            partial(store.allocate_producer_ids, broker_id)))),
+        producer=Producer(router, producers=GatewayProducers(producer_ids)),
+        producer_ids=producer_ids,
         idempotent=IdempotentProducer(router, IdempotencyRouter(keys, router, cache, cluster_client)),
         admin=admin, consumers=consumers, groups=groups,
         schemas=SchemaRegistryRouter(schemas, router, cache, cluster_client),

@@ -50,6 +50,7 @@ from core.broker.metadata.store import (
     MetadataEvent,
     MetadataStore,
 )
+from core.broker.produce.idempotence import ProducerIdSource
 from core.broker.produce.producer import Producer
 from core.broker.replica.batch_cache import BatchCache, FetchResult
 from core.broker.replica.fetch_wire import ReplicaFetchRequest, ReplicaFetchResult
@@ -101,6 +102,7 @@ class BrokerParts:
     shutdown: ControlledShutdown
     router: Router
     producer: Producer
+    producer_ids: ProducerIdSource  # Kafka producer ids (the gateway's and InitProducerId's)
     idempotent: IdempotentProducer  # produces carrying an Idempotency-Key
     admin: TopicAdmin
     consumers: ConsumerManager
@@ -130,6 +132,7 @@ class Broker:
         self.batches = parts.batches
         self.topic_stats = parts.topic_stats
         self.security = parts.security  # who a request is and what it may do
+        self.producer_ids = parts.producer_ids
         self._sync = parts.sync
         self._shutdown = parts.shutdown
         self._router = parts.router

@@ -459,15 +459,22 @@ class ReplicaManager:
     async def offset_for_timestamp(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
         """The first offset below the HW whose timestamp >= ``timestamp_ms`` (-1: the HW,
         -2: the log start), None when there is none; this broker must lead ``tp``."""
+        found = await self.offset_and_timestamp(tp, timestamp_ms)
+        return None if found is None else found[0]
+
+    async def offset_and_timestamp(self, tp: TopicPartition,
+                                   timestamp_ms: int) -> tuple[int, int] | None:
+        """As ``offset_for_timestamp``, with the record's timestamp (-1 for the HW and the
+        log start): Kafka's ListOffsets answer."""
         p = await self._offsets_leader(tp)
         if timestamp_ms == -1:
-            return p.high_watermark
+            return p.high_watermark, -1
         if timestamp_ms == -2:
-            return p.log.log_start_offset
+            return p.log.log_start_offset, -1
         found = await run_blocking(p.log.offset_for_timestamp, timestamp_ms)
         if found is None or found[0] >= p.high_watermark:
             return None
-        return found[0]
+        return found
 
     # --- replication: the leader side ---------------------------------------------------
 

@@ -1,0 +1,142 @@
+"""ApiVersions, Metadata, DescribeCluster: what a client learns before anything else."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from api.kafka import errors
+from api.kafka.apis import APIS, api
+from api.kafka.context import RequestContext
+from core.broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from core.broker.types import is_internal_topic
+from core.errors import FranzError
+
+# Kafka's topic name rule (Topic.validate): at most 249 of [a-zA-Z0-9._-]
+_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+ZERO_UUID = bytes(16)
+
+
+def valid_topic_name(name: str | None) -> bool:
+    return bool(name) and len(name) <= 249 and name not in (".", "..") and \
+        all(c in _TOPIC_CHARS for c in name)
+
+
+def topic_id_bytes(topic_id: str) -> bytes:
+    """Kafka's topic id (URL-safe base64 of 16 bytes, as in ZooKeeper) as the 16 bytes."""
+    try:
+        raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+    except (ValueError, TypeError):
+        return ZERO_UUID
+    return raw if len(raw) == 16 else ZERO_UUID
+
+
+@api("ApiVersions", 0, 3, before_authentication=True)
+async def api_versions(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if req.get("client_software_name"):
+        ctx.session.client_software = (
+            f"{req['client_software_name'][:64]}/{(req.get('client_software_version') or '')[:64]}")
+    return {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
+        {"api_key": a.key, "min_version": a.versions.low, "max_version": a.versions.high}
+        for a in sorted(APIS.values(), key=lambda a: a.key)]}
+
+
+def brokers_of(ctx: RequestContext) -> list[dict[str, Any]]:
+    """Every live broker's endpoint on the listener this request came in on (a broker
+    without such a listener is left out, as Kafka does)."""
+    find = getattr(ctx.broker, "kafka_endpoints_of", None)
+    if find is not None:
+        return [{"node_id": b, "host": h, "port": p, "rack": r}
+                for b, h, p, r in find(ctx.listener.name)]
+    reg = ctx.broker.cache.brokers.get(ctx.broker.broker_id)
+    return [{"node_id": ctx.broker.broker_id, "host": ctx.listener.advertised_host,
+             "port": ctx.listener.advertised_port, "rack": reg.rack if reg else None}]
+
+
+def controller_of(ctx: RequestContext) -> int:
+    cid = ctx.broker.cache.controller_id
+    return ctx.broker.broker_id if cid is None else cid
+
+
+@api("Metadata", 0, 12)
+async def metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    broker, version = ctx.broker, ctx.version
+    requested = req["topics"]
+    if requested is None or (version == 0 and not requested):
+        names, explicit = sorted(broker.cache.topics), False
+    else:
+        names, explicit = [t["name"] for t in requested], True
+    auto_create = (req["allow_auto_topic_creation"] if version >= 4 else True) and \
+        bool(broker.config["auto.create.topics.enable"])
+    topics = []
+    for name in dict.fromkeys(names):  # a name asked twice is answered once
+        topics.append(await _topic(ctx, name, explicit=explicit, auto_create=auto_create))
+    if not explicit:
+        topics = [t for t in topics if t is not None]
+    out: dict[str, Any] = {
+        "throttle_time_ms": 0, "brokers": brokers_of(ctx), "cluster_id": broker.cluster_id or None,
+        "controller_id": controller_of(ctx), "topics": [t for t in topics if t is not None],
+    }
+    if req.get("include_cluster_authorized_operations"):
+        out["cluster_authorized_operations"] = -2147483648
+    return out
+
+
+async def _topic(ctx: RequestContext, name: str | None, *, explicit: bool,
+                 auto_create: bool) -> dict[str, Any] | None:
+    broker = ctx.broker
+
+    def error(code: int) -> dict[str, Any]:
+        return {"error_code": code, "name": name, "topic_id": ZERO_UUID,
+                "is_internal": False, "partitions": []}
+
+    if name is None or not valid_topic_name(name):
+        return error(errors.INVALID_TOPIC_EXCEPTION)
+    if not ctx.allowed_quietly(Operation.DESCRIBE, ResourceType.TOPIC, name):
+        if not explicit:
+            return None
+        ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)  # audit the denial
+        return error(errors.TOPIC_AUTHORIZATION_FAILED)
+    meta = broker.cache.topic(name)
+    if meta is None:
+        if not explicit or not auto_create or is_internal_topic(name):
+            return error(errors.UNKNOWN_TOPIC_OR_PARTITION) if explicit else None
+        if not (ctx.allowed_quietly(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+                or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)):
+            return error(errors.TOPIC_AUTHORIZATION_FAILED)
+        try:
+            await broker.create_topic(name)
+        except FranzError as exc:
+            code = errors.code_of(exc)
+            if code != 36:  # TOPIC_ALREADY_EXISTS: another request made it meanwhile
+                return error(code)
+        meta = broker.cache.topic(name)
+        if meta is None or any(s.leader < 0 for s in meta.states.values()) or not meta.states:
+            return error(errors.LEADER_NOT_AVAILABLE)  # clients ask again shortly
+    live = broker.cache.brokers
+    partitions = []
+    for p, replicas in sorted(meta.assignment.partitions.items()):
+        st = meta.states.get(p)
+        leader = -1 if st is None else st.leader
+        partitions.append({
+            "error_code": errors.LEADER_NOT_AVAILABLE if leader < 0 else 0,
+            "partition_index": p, "leader_id": leader,
+            "leader_epoch": -1 if st is None else st.leader_epoch,
+            "replica_nodes": list(replicas), "isr_nodes": [] if st is None else list(st.isr),
+            "offline_replicas": [r for r in replicas if r not in live],
+        })
+    return {"error_code": 0, "name": name, "topic_id": topic_id_bytes(meta.assignment.topic_id),
+            "is_internal": is_internal_topic(name), "partitions": partitions,
+            "topic_authorized_operations": -2147483648}
+
+
+@api("DescribeCluster", 0, 1)
+async def describe_cluster(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"error_code": errors.CLUSTER_AUTHORIZATION_FAILED, "brokers": [],
+                "cluster_id": ctx.broker.cluster_id, "controller_id": -1}
+    return {"error_code": 0, "throttle_time_ms": 0, "endpoint_type": 1,
+            "cluster_id": ctx.broker.cluster_id, "controller_id": controller_of(ctx),
+            "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
+                         "rack": b["rack"]} for b in brokers_of(ctx)],
+            "cluster_authorized_operations": -2147483648}

@@ -1,0 +1,226 @@
+"""Kafka listeners: connections, framing, limits, dispatch, answers in order.
+
+Each connection is served as Kafka's network layer serves it: one request at a time,
+in order (a client may pipeline several; they wait in the socket buffer, so a client
+that never reads its answers stops being read from and holds only its socket's memory).
+
+    size (int32) | api_key int16 | api_version int16 | correlation_id int32 | client_id | body
+
+A frame larger than ``socket.request.max.bytes`` (or smaller than a header), an unknown
+API key, an unsupported version (other than ApiVersions', which is answered at v0 with
+UNSUPPORTED_VERSION and the list, as Kafka does), a body that does not decode: the
+connection is closed and nothing is done. A connection idle past
+``connections.max.idle.ms``, or whose frame does not complete within it, is closed.
+Request bodies wait for a share of ``queued.max.request.bytes`` before they are read,
+so many large requests at once cannot exhaust memory.
+
+An answer is a list of chunks (``codegen``): bytes, and record regions that a plaintext
+connection could hand to sendfile(2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from api.kafka import errors
+from api.kafka.apis import Api, load_handlers
+from api.kafka.context import ConnectionClosed, ListenerInfo, RequestContext, Session
+from api.kafka.protocol.codegen import DecodeError, decoder, encoder
+
+if TYPE_CHECKING:
+    import ssl
+
+    from core.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_HEADER = struct.Struct(">hhi")
+API_VERSIONS_KEY = 18
+MIN_FRAME = _HEADER.size + 2  # header v1: key, version, correlation id, client id length
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
+    idle_ms: int = 600_000  # connections.max.idle.ms
+    queued_request_bytes: int = 512 * 1024 * 1024  # budget for bodies being read or served
+    max_connections: int = 10_000
+
+
+class ByteBudget:
+    """Bytes of request bodies held at once, over every connection (waits, FIFO)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.free = total
+        self._cond = asyncio.Condition()
+
+    async def take(self, n: int) -> int:
+        n = min(n, self.total)  # one frame larger than the budget waits for all of it
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.free >= n)
+            self.free -= n
+        return n
+
+    async def give(self, n: int) -> None:
+        async with self._cond:
+            self.free += n
+            self._cond.notify_all()
+
+
+class KafkaServer:
+    """The Kafka door of one broker: every Kafka listener's connections."""
+
+    def __init__(self, broker: Broker, *, limits: Limits | None = None) -> None:
+        self.broker = broker
+        self.limits = limits or Limits()
+        self.apis = load_handlers()
+        self._budget = ByteBudget(self.limits.queued_request_bytes)
+        self._servers: list[asyncio.base_events.Server] = []
+        self._connections: set[asyncio.Task[None]] = set()
+        self.connections_total = 0
+
+    async def start(self, sock: socket.socket, listener: ListenerInfo, *,
+                    ssl_context: ssl.SSLContext | None = None) -> None:
+        """Serve a bound socket (``listen`` is called here)."""
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            if len(self._connections) >= self.limits.max_connections:
+                writer.close()
+                return
+            self._connections.add(task)
+            self.connections_total += 1
+            try:
+                await self._serve(reader, writer, listener)
+            finally:
+                self._connections.discard(task)
+
+        server = await asyncio.start_server(on_connect, sock=sock, ssl=ssl_context,
+                                            limit=1 << 16)
+        self._servers.append(server)
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.wait(list(self._connections), timeout=5)
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers.clear()
+
+    # --- one connection ------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     listener: ListenerInfo) -> None:
+        peer = writer.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple) else ""
+        session = Session(host=host, authenticated=not listener.is_sasl)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        idle_s = self.limits.idle_ms / 1000
+        try:
+            while True:
+                try:
+                    prefix = await asyncio.wait_for(reader.readexactly(4), idle_s)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                size = _SIZE.unpack(prefix)[0]
+                if size < MIN_FRAME or size > self.limits.max_request_bytes:
+                    log.info("kafka: closing %s: a request of %d bytes (socket.request.max."
+                             "bytes=%d)", host, size, self.limits.max_request_bytes)
+                    return
+                held = await self._budget.take(size)
+                try:
+                    try:
+                        frame = await asyncio.wait_for(reader.readexactly(size), idle_s)
+                    except (asyncio.IncompleteReadError, ConnectionError):
+                        return
+                    answer = await self._handle(frame, listener, session)
+                finally:
+                    await self._budget.give(held)
+                if answer is not None:
+                    await self._write(writer, answer)
+        except (TimeoutError, ConnectionClosed):
+            return
+        except ConnectionError:
+            return
+        finally:
+            writer.close()
+            try:
+                await asyncio.wait_for(writer.wait_closed(), 1)
+            except (TimeoutError, ConnectionError, OSError):
+                pass
+
+    async def _handle(self, frame: bytes, listener: ListenerInfo,
+                      session: Session) -> list[Any] | None:
+        key, version, correlation_id = _HEADER.unpack_from(frame, 0)
+        api = self.apis.get(key)
+        if api is None:
+            log.info("kafka: closing %s: unknown API key %d", session.host, key)
+            raise ConnectionClosed
+        if version not in api.versions:
+            if key == API_VERSIONS_KEY:  # answered at v0 so any client can read it
+                return _frame(correlation_id, None, _encode(api, 0, {
+                    "error_code": errors.UNSUPPORTED_VERSION, "api_keys": self.api_list()}))
+            log.info("kafka: closing %s: %s v%d is not supported (%d-%d)", session.host,
+                     api.name, version, api.versions.low, api.versions.high)
+            raise ConnectionClosed
+        if not session.authenticated and not api.before_authentication:
+            log.info("kafka: closing %s: %s before SASL authentication", session.host, api.name)
+            raise ConnectionClosed
+        flexible = api.flexible(version)
+        view = memoryview(frame)
+        try:
+            header, pos = decoder("RequestHeader", 2 if flexible else 1)(view, 0)
+            request, end = decoder(api.request, version)(view, pos)
+        except DecodeError as exc:
+            log.info("kafka: closing %s: %s v%d does not decode: %s", session.host, api.name,
+                     version, exc)
+            raise ConnectionClosed from None
+        ctx = RequestContext(self.broker, listener, session, key, version, correlation_id,
+                             header["client_id"])
+        response = await api.handler(ctx, request)
+        if response is None:
+            return None
+        # ApiVersions answers always use response header v0 (KIP-511)
+        tagged = flexible and key != API_VERSIONS_KEY
+        return _frame(correlation_id, tagged, _encode(api, version, response))
+
+    def api_list(self) -> list[dict[str, int]]:
+        return [{"api_key": a.key, "min_version": a.versions.low, "max_version": a.versions.high}
+                for a in sorted(self.apis.values(), key=lambda a: a.key)]
+
+    @staticmethod
+    async def _write(writer: asyncio.StreamWriter, chunks: Iterable[Any]) -> None:
+        for chunk in chunks:
+            writer.write(chunk if isinstance(chunk, (bytes, bytearray, memoryview))
+                         else bytes(chunk))
+        await writer.drain()
+
+
+def _encode(api: Api, version: int, response: dict[str, Any]) -> list[Any]:
+    out = bytearray()
+    parts: list[Any] = []
+    encoder(api.response, version)(response, out, parts)
+    parts.append(out)
+    return parts
+
+
+def _frame(correlation_id: int, tagged_header: bool | None, body: list[Any]) -> list[Any]:
+    header = _SIZE.pack(correlation_id) + (b"\x00" if tagged_header else b"")
+    size = len(header) + sum(len(p) for p in body)
+    return [_SIZE.pack(size) + header, *body]
