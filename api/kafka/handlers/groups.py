@@ -15,9 +15,12 @@ from api.kafka import errors
 from api.kafka.apis import api
 from api.kafka.context import RequestContext
 from api.kafka.handlers.cluster import brokers_of
+from core.broker.errors import GroupIdNotFoundError
+from core.broker.group.consumer_protocol import encode_assignment, encode_subscription
 from core.broker.group.hashing import coordinator_partition
 from core.broker.security.acl import Operation, ResourceType
-from core.broker.types import OFFSETS_TOPIC
+from core.broker.types import OFFSETS_TOPIC, TopicPartition
+from core.errors import FranzError
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
@@ -50,3 +53,125 @@ async def find_coordinator(ctx: RequestContext, req: dict[str, Any]) -> dict[str
             _coordinator(ctx, k, req["key_type"]) for k in req["coordinator_keys"]]}
     found = _coordinator(ctx, req["key"], req["key_type"])
     return {"throttle_time_ms": 0, **found}
+
+
+# --- committed offsets and group administration ------------------------------------------
+
+
+def _coordinator_here(ctx: RequestContext) -> Any:
+    return ctx.broker.consumers.coordinator
+
+
+async def _fetch_group_offsets(ctx: RequestContext, group_id: str,
+                               topics: list[dict[str, Any]] | None) -> tuple[int, list[dict[str, Any]]]:
+    """(group error code, topics with their partitions' committed offsets)."""
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        return errors.GROUP_AUTHORIZATION_FAILED, []
+    try:
+        wanted = None if topics is None else [
+            TopicPartition(t["name"], p) for t in topics for p in t["partition_indexes"]]
+        found = await _coordinator_here(ctx).committed(group_id, wanted)
+    except FranzError as exc:
+        return errors.code_of(exc), []
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    allowed: dict[str, bool] = {}
+
+    def topic_ok(name: str) -> bool:
+        if name not in allowed:
+            allowed[name] = ctx.allowed_quietly(Operation.DESCRIBE, ResourceType.TOPIC, name)
+        return allowed[name]
+
+    pairs = wanted if wanted is not None else sorted(found)
+    for tp in pairs:
+        if not topic_ok(tp.topic):
+            if wanted is None:
+                continue  # all offsets: those of topics not describable are left out
+            code = errors.TOPIC_AUTHORIZATION_FAILED
+        else:
+            code = 0
+        c = found.get(tp)
+        by_topic.setdefault(tp.topic, []).append({
+            "partition_index": tp.partition, "error_code": code,
+            "committed_offset": -1 if c is None or code else c.offset,
+            "committed_leader_epoch": -1 if c is None or code else c.leader_epoch,
+            "metadata": "" if c is None or code else c.metadata})
+    return 0, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+@api("OffsetFetch", 1, 8)
+async def offset_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if ctx.version >= 8:
+        groups = []
+        for g in req["groups"]:
+            topics = None if g["topics"] is None else [
+                {"name": t["name"], "partition_indexes": t["partition_indexes"]} for t in g["topics"]]
+            code, found = await _fetch_group_offsets(ctx, g["group_id"], topics)
+            groups.append({"group_id": g["group_id"], "error_code": code, "topics": found})
+        return {"throttle_time_ms": 0, "groups": groups}
+    code, found = await _fetch_group_offsets(ctx, req["group_id"], req["topics"])
+    if ctx.version < 2 and code:  # v0-1 have no top-level error: every partition carries it
+        found = [{"name": t["name"], "partitions": [
+            {"partition_index": p, "error_code": code, "committed_offset": -1, "metadata": ""}
+            for p in t["partition_indexes"]]} for t in (req["topics"] or [])]
+    return {"throttle_time_ms": 0, "error_code": code, "topics": found}
+
+
+@api("ListGroups", 0, 4)
+async def list_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    states = {s.lower() for s in (req["states_filter"] or [])}
+    groups = []
+    for g in _coordinator_here(ctx).list_groups():
+        if states and g.state.value.lower() not in states:
+            continue
+        if not ctx.allowed_quietly(Operation.DESCRIBE, ResourceType.GROUP, g.group_id):
+            continue
+        groups.append({"group_id": g.group_id, "protocol_type": g.protocol_type,
+                       "group_state": g.state.value})
+    return {"throttle_time_ms": 0, "error_code": 0, "groups": groups}
+
+
+@api("DescribeGroups", 0, 5)
+async def describe_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    out = []
+    for group_id in req["groups"]:
+        answer: dict[str, Any] = {"error_code": 0, "group_id": group_id, "group_state": "",
+                                  "protocol_type": "", "protocol_data": "", "members": [],
+                                  "authorized_operations": -2147483648}
+        out.append(answer)
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            answer["error_code"] = errors.GROUP_AUTHORIZATION_FAILED
+            continue
+        try:
+            desc = await _coordinator_here(ctx).describe_group(group_id)
+        except GroupIdNotFoundError:
+            answer["group_state"] = "Dead"  # Kafka describes an unknown group as Dead
+            continue
+        except FranzError as exc:
+            answer["error_code"] = errors.code_of(exc)
+            continue
+        answer.update(group_state=desc.state.value, protocol_type=desc.protocol_type,
+                      protocol_data=desc.protocol or "")
+        answer["members"] = [{
+            "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+            "client_id": m.client_id, "client_host": m.client_host,
+            "member_metadata": getattr(m, "metadata", None) or encode_subscription(m.topics),
+            "member_assignment": getattr(m, "assignment_bytes", None)
+            or encode_assignment(m.assignment),
+        } for m in desc.members]
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+@api("DeleteGroups", 0, 2)
+async def delete_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    out = []
+    for group_id in req["groups_names"]:
+        answer = {"group_id": group_id, "error_code": 0}
+        out.append(answer)
+        if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, group_id):
+            answer["error_code"] = errors.GROUP_AUTHORIZATION_FAILED
+            continue
+        try:
+            await _coordinator_here(ctx).delete_group(group_id)
+        except FranzError as exc:
+            answer["error_code"] = errors.code_of(exc)
+    return {"throttle_time_ms": 0, "results": out}
