@@ -64,6 +64,7 @@ def load_handlers() -> dict[int, Api]:
     from api.kafka.handlers import (  # noqa: F401  (registration by import)
         admin,
         cluster,
+        configs,
         fetch,
         groups,
         offsets,
