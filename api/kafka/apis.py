@@ -62,6 +62,7 @@ def api(name: str, low: int, high: int, *, before_authentication: bool = False
 def load_handlers() -> dict[int, Api]:
     """Import every handler module (each registers its APIs) and return the table."""
     from api.kafka.handlers import (  # noqa: F401  (registration by import)
+        acls,
         admin,
         cluster,
         configs,
