@@ -11,8 +11,10 @@ Online (``--bootstrap-server``): ``PUT/DELETE /v3/clusters/{c}/users/{name}``,
 ``POST .../api-keys``, ``GET .../users`` with a super user's credentials. Offline
 (``--data-dir``, ``--zookeeper``): the store itself (``app.commands.stores``), which is
 how the first super user is made, before the broker starts with Basic authentication.
-Offline, passwords are hashed here (scrypt, ``StoredCredential``); online, by the
-broker.
+Offline, passwords are hashed here; online, by the broker. Either way one password gives
+every credential of the user: scrypt (``StoredCredential``: HTTP Basic, SASL PLAIN) and
+SCRAM-SHA-256 and SCRAM-SHA-512 (``ScramCredential``, 4096 iterations: Kafka clients'
+SASL SCRAM), stored together (``core.broker.security.service.user_credentials``).
 """
 
 from __future__ import annotations
@@ -24,12 +26,8 @@ import sys
 from app.commands.output import print_json
 from app.commands.stores import describe_target, run_with_store
 from app.http_client import CliError, FranzClient, UsageError
-from core.broker.security.credentials import (
-    StoredCredential,
-    check_secret,
-    check_user_name,
-    new_api_key,
-)
+from core.broker.security.credentials import check_secret, check_user_name, new_api_key
+from core.broker.security.service import user_credentials
 from core.broker.security.store import SecurityStore
 
 
@@ -79,8 +77,8 @@ async def _list(store: SecurityStore) -> list[str]:
 
 
 def _put(args: argparse.Namespace, name: str, secret: str) -> None:
-    credential = StoredCredential.create(secret)  # the hash only: the secret is not stored
-    run_with_store(args, lambda store: store.put_user(name, credential), creates=True)
+    credential, scram = user_credentials(secret)  # hashes only: the secret is not stored
+    run_with_store(args, lambda store: store.put_user(name, credential, scram), creates=True)
 
 
 def _name(args: argparse.Namespace) -> str:

@@ -8,16 +8,18 @@ everything is gone when the process ends.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from core.broker.security.acl import AclBinding, ResourcePattern
 from core.broker.security.credentials import StoredCredential
-from core.broker.security.store import SecurityChange, SecurityListener
+from core.broker.security.scram import ScramCredential
+from core.broker.security.store import SecurityChange, SecurityListener, check_scram
 
 
 class MemorySecurityStore:
     def __init__(self) -> None:
         self._users: dict[str, StoredCredential] = {}
+        self._scram: dict[str, dict[str, ScramCredential]] = {}  # user -> mechanism -> it
         self._acls: set[AclBinding] = set()
         self._listeners: list[SecurityListener] = []
 
@@ -35,14 +37,21 @@ class MemorySecurityStore:
     async def get_user(self, name: str) -> StoredCredential | None:
         return self._users.get(name)
 
+    async def get_scram(self, name: str, mechanism: str) -> ScramCredential | None:
+        return self._scram.get(name, {}).get(mechanism)
+
     async def list_users(self) -> list[str]:
         return sorted(self._users)
 
-    async def put_user(self, name: str, credential: StoredCredential) -> None:
+    async def put_user(self, name: str, credential: StoredCredential,
+                       scram: Mapping[str, ScramCredential] | None = None) -> None:
+        checked = check_scram(scram)
         self._users[name] = credential
+        self._scram[name] = checked
         self._tell(SecurityChange(user=name))
 
     async def delete_user(self, name: str) -> bool:
+        self._scram.pop(name, None)
         found = self._users.pop(name, None) is not None
         if found:
             self._tell(SecurityChange(user=name))

@@ -1,12 +1,14 @@
 """``Security``: one broker's authentication and authorization, kept in step with the store.
 
 It answers the three questions a request raises: who is this (``authenticate_basic``,
-``certificate_principal``), may they do this (``authorize``, ``require``), and it
-carries out the changes of users and ACLs (``put_user``, ``create_acls``, ...), writing
-them to the ``SecurityStore`` and applying them here at once. Changes made elsewhere
-(another broker, an offline ``franz users``/``franz acls``) arrive as store
-notifications and are applied by one background task: the ACLs a notification names are
-re-read, a changed user's verified-credential cache entry is dropped.
+``certificate_principal``, and for Kafka's SASL listeners ``sasl_server``: PLAIN checks
+the password Basic checks, SCRAM the user's SCRAM credentials), may they do this
+(``authorize``, ``require``), and it carries out the changes of users and ACLs
+(``put_user``, ``create_acls``, ...), writing them to the ``SecurityStore`` and applying
+them here at once. Changes made elsewhere (another broker, an offline ``franz users`` /
+``franz acls``) arrive as store notifications and are applied by one background task:
+the ACLs a notification names are re-read, a changed user's verified-credential cache
+entry is dropped.
 
 Cost on the request path: a cached credential is one HMAC, a decision one dict lookup
 (``AclAuthorizer``). A credential not yet verified runs scrypt off the event loop, at
@@ -19,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+import os
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from core.broker.admin.broker_config import BrokerConfig
@@ -45,6 +48,8 @@ from core.broker.security.authorizer import AUTHORIZER_NAMES, AclAuthorizer, NoA
 from core.broker.security.credentials import StoredCredential, VerifiedCache, check_user_name
 from core.broker.security.principal import ANONYMOUS, Principal, parse_super_users
 from core.broker.security.principal_mapping import PrincipalMapper
+from core.broker.security.sasl import SaslServer, sasl_server
+from core.broker.security.scram import ScramCredential, scram_credentials
 from core.broker.security.store import SecurityChange, SecurityStore
 from core.clock import Clock
 from core.storage.blocking import run_blocking
@@ -114,6 +119,9 @@ class Security:
         self.basic = settings.authentication == "BASIC"
         self._verified = VerifiedCache(ttl_s=settings.cache_ttl_s)
         self._kdf = asyncio.Semaphore(KDF_CONCURRENCY)
+        # keys the salts of SCRAM's fake exchanges (users without a credential): one
+        # name gets one salt from this broker process, as a real user does
+        self._scram_fake_key = os.urandom(32)
         self._dirty: set[ResourcePattern] = set()
         self._all_dirty = False
         self._wake = asyncio.Event()
@@ -172,6 +180,25 @@ class Security:
         audit("authentication", principal=f"User:{user[:255]}", host=host, result="failure",
               reason="unknown user or wrong password")
         return None
+
+    def sasl_server(self, mechanism: str, *, host: str = "",
+                    enabled: Collection[str] | None = None) -> SaslServer:
+        """One connection's SASL server for ``mechanism`` (``PLAIN``, ``SCRAM-SHA-256``,
+        ``SCRAM-SHA-512``; ``enabled``: the listener's ``sasl.enabled.mechanisms``);
+        UnsupportedSaslMechanismError (33) otherwise. Its ``step`` raises
+        SaslAuthenticationFailedError (58). See ``core.broker.security.sasl``."""
+        async def plain(user: str, secret: str) -> Principal | None:
+            return await self.authenticate_basic(user, secret, host=host)
+
+        return sasl_server(mechanism, authenticate_plain=plain, lookup_scram=self._scram_of,
+                           fake_key=self._scram_fake_key, host=host, enabled=enabled)
+
+    async def _scram_of(self, user: str, mechanism: str) -> ScramCredential | None:
+        try:
+            check_user_name(user)
+        except ValueError:
+            return None  # no such user can exist: the fake exchange, as for an unknown one
+        return await self.store.get_scram(user, mechanism)
 
     # --- may they ------------------------------------------------------------------------
 
@@ -243,9 +270,11 @@ class Security:
         return sorted(await self.store.list_users())
 
     async def put_user(self, actor: Principal, name: str, secret: str, *, host: str = "") -> None:
+        """Store the user's scrypt credential and its SCRAM-SHA-256 and SCRAM-SHA-512
+        credentials, all from ``secret``."""
         check_user_name(name)
-        credential = await run_blocking(StoredCredential.create, secret)
-        await self.store.put_user(name, credential)
+        credential, scram = await run_blocking(user_credentials, secret)
+        await self.store.put_user(name, credential, scram)
         self._verified.forget(name)
         audit("admin", principal=str(actor), host=host, operation="PUT_USER",
               resource=f"USER:{name}", result="ok")
@@ -289,6 +318,13 @@ class Security:
                 self._all_dirty = True
                 await asyncio.sleep(1.0)
                 self._wake.set()
+
+
+def user_credentials(secret: str) -> tuple[StoredCredential, dict[str, ScramCredential]]:
+    """Blocking (scrypt and PBKDF2): every credential a user's password gives, the scrypt
+    one (HTTP Basic, SASL PLAIN) and one per SCRAM mechanism (Kafka's default 4096
+    iterations)."""
+    return StoredCredential.create(secret), scram_credentials(secret)
 
 
 def _denied(operation: Operation, resource_type: ResourceType, name: str) -> AuthorizationError:

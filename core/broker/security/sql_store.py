@@ -1,12 +1,14 @@
 """The SQL-catalog ``SecurityStore``: users and ACLs of a standalone broker.
 
 It lives in the same SQLite file as the embedded metadata store (``<data dir>/metadata.db``;
-schema: ``migrations/versions/0002_*``) and works the same way: ``start()`` upgrades the
+schema: ``migrations/versions/0002_*``, ``0004_*``) and works the same way: ``start()`` upgrades the
 schema to head and opens its own engine, configured as the metadata store's; every call
 runs one short transaction off the event loop through ``core.storage.blocking.run_blocking``,
 writes under ``BEGIN IMMEDIATE``. Database failures become ``MetadataStoreError``.
 
-    users              name, credential (``StoredCredential.encode()``), updated_ms
+    users              name, credential (``StoredCredential.encode()``), scram_sha_256,
+                       scram_sha_512 (``ScramCredential.encode()``, Kafka's text; NULL: none),
+                       updated_ms
     acls               one row per binding; enum columns hold the enum names ("TOPIC")
     security_changes   one row: seq, bumped by every write that changed something
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,7 +46,9 @@ from core.broker.security.acl import (
     ResourceType,
 )
 from core.broker.security.credentials import StoredCredential, check_user_name
-from core.broker.security.store import SecurityChange, SecurityListener
+from core.broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from core.broker.security.scram import ScramCredential
+from core.broker.security.store import SecurityChange, SecurityListener, check_scram
 from core.storage.blocking import run_blocking
 
 log = logging.getLogger(__name__)
@@ -64,7 +68,12 @@ USERS = sa.Table(
     sa.Column("name", sa.String(255), primary_key=True),
     sa.Column("credential", sa.Text(), nullable=False),
     sa.Column("updated_ms", sa.BigInteger(), nullable=False),
+    sa.Column("scram_sha_256", sa.Text(), nullable=True),
+    sa.Column("scram_sha_512", sa.Text(), nullable=True),
 )
+#: The column of each SCRAM mechanism's credential.
+SCRAM_COLUMNS = {"SCRAM-SHA-256": USERS.c.scram_sha_256, "SCRAM-SHA-512": USERS.c.scram_sha_512}
+assert set(SCRAM_COLUMNS) == set(SCRAM_MECHANISMS)
 ACLS = sa.Table(
     "acls", METADATA,
     sa.Column("resource_type", sa.String(32), primary_key=True),
@@ -140,12 +149,32 @@ class SqlSecurityStore:
             log.warning("security store: skipping user %r: %s", name, exc)
             return None
 
+    async def get_scram(self, name: str, mechanism: str) -> ScramCredential | None:
+        column = SCRAM_COLUMNS.get(mechanism)
+        if column is None:
+            return None
+        text = await self._run(self._get_scram, name, column)
+        if text is None:
+            return None
+        try:
+            return ScramCredential.decode(text, SCRAM_MECHANISMS[mechanism])
+        except ValueError as exc:
+            log.warning("security store: skipping the %s credential of %r: %s", mechanism,
+                        name, exc)
+            return None
+
     async def list_users(self) -> list[str]:
         return await self._run(self._list_users)
 
-    async def put_user(self, name: str, credential: StoredCredential) -> None:
+    async def put_user(self, name: str, credential: StoredCredential,
+                       scram: Mapping[str, ScramCredential] | None = None) -> None:
         check_user_name(name)
-        await self._write_and_tell(self._put_user, name, credential.encode())
+        checked = check_scram(scram)
+        values = {"credential": credential.encode()}
+        for mechanism, column in SCRAM_COLUMNS.items():
+            found = checked.get(mechanism)
+            values[column.name] = found.encode() if found is not None else None
+        await self._write_and_tell(self._put_user, name, values)
 
     async def delete_user(self, name: str) -> bool:
         return await self._write_and_tell(self._delete_user, name)
@@ -249,18 +278,23 @@ class SqlSecurityStore:
             return conn.execute(sa.select(USERS.c.credential)
                                 .where(USERS.c.name == name)).scalar_one_or_none()
 
+    def _get_scram(self, name: str, column: sa.Column[str]) -> str | None:
+        with self._read() as conn:
+            return conn.execute(sa.select(column)
+                                .where(USERS.c.name == name)).scalar_one_or_none()
+
     def _list_users(self) -> list[str]:
         with self._read() as conn:
             return list(conn.execute(sa.select(USERS.c.name).order_by(USERS.c.name)).scalars())
 
-    def _put_user(self, name: str, credential: str) -> _Written[None]:
+    def _put_user(self, name: str, values: dict[str, str | None]) -> _Written[None]:
+        """``values``: the credential columns, all of them (a SCRAM one None: removed)."""
         now_ms = time.time_ns() // 1_000_000
         with self._write() as conn:
             updated = conn.execute(sa.update(USERS).where(USERS.c.name == name)
-                                   .values(credential=credential, updated_ms=now_ms)).rowcount
+                                   .values(**values, updated_ms=now_ms)).rowcount
             if not updated:
-                conn.execute(sa.insert(USERS).values(name=name, credential=credential,
-                                                     updated_ms=now_ms))
+                conn.execute(sa.insert(USERS).values(name=name, **values, updated_ms=now_ms))
             return None, *_bump(conn, [SecurityChange(user=name)])
 
     def _delete_user(self, name: str) -> _Written[bool]:

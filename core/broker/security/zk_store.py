@@ -4,9 +4,12 @@ Kafka's tools and operators find them where Kafka keeps them.
 
 This module owns the ACL znodes (``/kafka-acl``, ``/kafka-acl-extended/prefixed``), their
 change notifications (``/kafka-acl-changes``, ``/kafka-acl-extended-changes``) and the
-``scrypt`` entry of ``/config/users/<name>`` with its ``users/<name>`` notification in
-``/config/changes`` (the user znode and notification codecs are
-``core.broker.metadata.zk.paths``').
+credential entries of ``/config/users/<name>`` with their ``users/<name>`` notification
+in ``/config/changes`` (the user znode and notification codecs are
+``core.broker.metadata.zk.paths``'): ``SCRAM-SHA-256`` and ``SCRAM-SHA-512`` exactly as
+Kafka stores SCRAM credentials (``salt=...,stored_key=...,server_key=...,iterations=N``,
+so a user made by Kafka's ``kafka-configs.sh`` authenticates with SCRAM here too) and
+franz's ``scrypt`` beside them. A user is a znode with any of the three.
 
 The store opens a ZooKeeper session of its own in ``start()`` (no broker needed: the
 offline ``franz users`` and ``franz acls`` commands use it too) and closes it in
@@ -39,7 +42,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, cast
 
 from kazoo import exceptions as kz
@@ -73,7 +76,9 @@ from core.broker.security.acl import (
     ResourceType,
 )
 from core.broker.security.credentials import StoredCredential, check_user_name
-from core.broker.security.store import SecurityChange, SecurityListener
+from core.broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from core.broker.security.scram import ScramCredential
+from core.broker.security.store import SecurityChange, SecurityListener, check_scram
 from core.storage.blocking import run_blocking
 
 log = logging.getLogger(__name__)
@@ -82,7 +87,9 @@ T = TypeVar("T")
 E = TypeVar("E", ResourceType, PatternType, Operation, Permission)
 
 USERS = "users"  # the config entity type of users
-SCRYPT_KEY = "scrypt"  # the user's config entry holding its credential
+SCRYPT_KEY = "scrypt"  # the user's config entry holding its scrypt credential
+#: Every config entry of a user that is a credential (the SCRAM ones are Kafka's names).
+CREDENTIAL_KEYS = (*SCRAM_MECHANISMS, SCRYPT_KEY)
 ACL_ROOTS = {PatternType.LITERAL: "/kafka-acl",
              PatternType.PREFIXED: "/kafka-acl-extended/prefixed"}
 ACL_CHANGES = {PatternType.LITERAL: "/kafka-acl-changes",
@@ -349,15 +356,40 @@ class ZkSecurityStore:
             log.warning("security store: skipping the credential of %s: %s", path, exc)
             return None
 
+    async def get_scram(self, name: str, mechanism: str) -> ScramCredential | None:
+        scram = SCRAM_MECHANISMS.get(mechanism)
+        if scram is None or not _is_znode_name(name):
+            return None
+        path = ConfigEntityZNode.path(USERS, name)
+        found = await self._call(self._client.get_or_none, path)
+        text = None if found is None else _user_configs(path, found[0]).get(mechanism)
+        if text is None:
+            return None
+        try:
+            return ScramCredential.decode(text, scram)
+        except ValueError as exc:
+            log.warning("security store: skipping the %s credential of %s: %s", mechanism,
+                        path, exc)
+            return None
+
     async def list_users(self) -> list[str]:
         return await self._call(self._read_user_names)
 
-    async def put_user(self, name: str, credential: StoredCredential) -> None:
+    async def put_user(self, name: str, credential: StoredCredential,
+                       scram: Mapping[str, ScramCredential] | None = None) -> None:
         check_znode_name(check_user_name(name), "user name")
+        checked = check_scram(scram)
         path = ConfigEntityZNode.path(USERS, name)
 
         def update(data: bytes | None) -> tuple[bool, bytes | None]:
             configs = {} if data is None else _user_configs(path, data)
+            for mechanism in SCRAM_MECHANISMS:  # in Kafka's order, before franz's own
+                found = checked.get(mechanism)
+                if found is None:
+                    configs.pop(mechanism, None)  # no credential of an older password
+                else:
+                    configs[mechanism] = found.encode()
+            configs.pop(SCRYPT_KEY, None)
             configs[SCRYPT_KEY] = credential.encode()
             return True, ConfigEntityZNode.encode(configs)
 
@@ -375,7 +407,7 @@ class ZkSecurityStore:
                 configs = ConfigEntityZNode.decode(data)
             except MalformedZNodeError:
                 return True, None  # unreadable: no user can be left there
-            if configs.pop(SCRYPT_KEY, None) is None:
+            if not [key for key in CREDENTIAL_KEYS if configs.pop(key, None) is not None]:
                 return False, None
             # other entries (a quota set by Kafka's tools) stay; the znode goes with the last
             return True, ConfigEntityZNode.encode(configs) if configs else None
@@ -651,7 +683,7 @@ class ZkSecurityStore:
         names = {f"{base}/{n}": n for n in zk.children(base)}
         found = zk.get_many(names)
         return sorted(names[path] for path, (data, _) in found.items()
-                      if SCRYPT_KEY in _user_configs(path, data))
+                      if not _user_configs(path, data).keys().isdisjoint(CREDENTIAL_KEYS))
 
     def _read_all_acls(self) -> list[AclBinding]:
         zk = self._client
