@@ -42,6 +42,7 @@ class Session:
     sasl_mechanism: str | None = None
     sasl: Any = None  # the mechanism's exchange in progress
     client_software: str = ""  # from ApiVersions v3+
+    close_after_answer: bool = False  # a failed authentication: answer, then close
     state: dict[str, Any] = field(default_factory=dict)
 
 

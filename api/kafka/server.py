@@ -154,6 +154,8 @@ class KafkaServer:
                     await self._budget.give(held)
                 if answer is not None:
                     await self._write(writer, answer)
+                if session.close_after_answer:
+                    return
         except (TimeoutError, ConnectionClosed):
             return
         except ConnectionError:
