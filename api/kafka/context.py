@@ -55,6 +55,7 @@ class RequestContext:
     version: int
     correlation_id: int
     client_id: str | None
+    throttle: Any = None  # the failed-login throttle HTTP Basic uses (LoginThrottle)
 
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether this request's principal may ``operation`` the resource (audited)."""

@@ -32,6 +32,7 @@ from api.kafka import errors
 from api.kafka.apis import Api, load_handlers
 from api.kafka.context import ConnectionClosed, ListenerInfo, RequestContext, Session
 from api.kafka.protocol.codegen import DecodeError, decoder, encoder
+from api.security.login_throttle import LoginThrottle
 
 if TYPE_CHECKING:
     import ssl
@@ -78,9 +79,12 @@ class ByteBudget:
 class KafkaServer:
     """The Kafka door of one broker: every Kafka listener's connections."""
 
-    def __init__(self, broker: Broker, *, limits: Limits | None = None) -> None:
+    def __init__(self, broker: Broker, *, limits: Limits | None = None,
+                 throttle: LoginThrottle | None = None) -> None:
         self.broker = broker
         self.limits = limits or Limits()
+        # failed SASL logins count with failed Basic logins: one throttle per broker
+        self.throttle = throttle or LoginThrottle.from_config(broker.config, broker.clock)
         self.apis = load_handlers()
         self._budget = ByteBudget(self.limits.queued_request_bytes)
         self._servers: list[asyncio.base_events.Server] = []
@@ -194,7 +198,7 @@ class KafkaServer:
                      version, exc)
             raise ConnectionClosed from None
         ctx = RequestContext(self.broker, listener, session, key, version, correlation_id,
-                             header["client_id"])
+                             header["client_id"], self.throttle)
         response = await api.handler(ctx, request)
         if response is None:
             return None

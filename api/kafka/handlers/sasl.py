@@ -16,6 +16,7 @@ from typing import Any
 from api.kafka import errors
 from api.kafka.apis import api
 from api.kafka.context import RequestContext
+from core.broker.security.audit import audit
 from core.broker.security.sasl import SASL_MECHANISMS
 from core.broker.security.sasl_errors import SaslAuthenticationFailedError
 from core.errors import FranzError
@@ -54,19 +55,46 @@ async def sasl_authenticate(ctx: RequestContext, req: dict[str, Any]) -> dict[st
         session.close_after_answer = True
         return {"error_code": errors.ILLEGAL_SASL_STATE, "auth_bytes": b"",
                 "error_message": "SaslAuthenticate without a SaslHandshake naming a mechanism"}
-    token = req["auth_bytes"]
+    token = bytes(req["auth_bytes"])
+    throttle, host = ctx.throttle, session.host
+    claim = server.claim(token)
+    wait = throttle.retry_after(claim.user, host, claim.secret) if throttle else 0
+    if wait:
+        audit("authentication", principal=f"User:{(claim.user or '')[:255]}", host=host,
+              result="throttled", mechanism=server.mechanism)
+        session.sasl = None
+        session.close_after_answer = True
+        return {"error_code": errors.SASL_AUTHENTICATION_FAILED, "auth_bytes": b"",
+                "error_message": f"too many failed authentications; retry in {wait} s"}
+    guard = None
+    if throttle is not None and claim.user is not None and claim.secret is not None:
+        guard = throttle.token(claim.user, claim.secret)  # PLAIN: one check per password
+        throttle.begin(claim.user, host, guard)
     try:
         if len(token) > MAX_TOKEN_BYTES:
             raise SaslAuthenticationFailedError("the SASL token is too large")
-        answer = await server.step(bytes(token))
-    except FranzError as exc:
-        session.sasl = None
-        session.close_after_answer = True
-        return {"error_code": errors.code_of(exc), "error_message": errors.message_of(exc),
-                "auth_bytes": b""}
+        answer = await server.step(token)
+    except SaslAuthenticationFailedError as exc:
+        if throttle is not None:
+            throttle.failed(server.user, host)
+        return _failed(session, exc)
+    except FranzError as exc:  # the store could not be read: no failed login
+        return _failed(session, exc)
+    finally:
+        if guard is not None:
+            throttle.end(claim.user, host, guard)
     if server.complete:
         session.principal = server.principal
         session.authenticated = True
         session.sasl = None
+        if throttle is not None and server.user:
+            throttle.succeeded(server.user)
     return {"error_code": 0, "error_message": None, "auth_bytes": answer,
             "session_lifetime_ms": 0}
+
+
+def _failed(session: Any, exc: FranzError) -> dict[str, Any]:
+    session.sasl = None
+    session.close_after_answer = True
+    return {"error_code": errors.code_of(exc), "error_message": errors.message_of(exc),
+            "auth_bytes": b""}
