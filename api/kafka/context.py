@@ -56,6 +56,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     throttle: Any = None  # the failed-login throttle HTTP Basic uses (LoginThrottle)
+    fetch_sessions: Any = None  # the broker's FetchSessionCache
 
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether this request's principal may ``operation`` the resource (audited)."""

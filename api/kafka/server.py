@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from api.kafka import errors
 from api.kafka.apis import Api, load_handlers
 from api.kafka.context import ConnectionClosed, ListenerInfo, RequestContext, Session
+from api.kafka.fetch_sessions import FetchSessionCache
 from api.kafka.protocol.codegen import DecodeError, decoder, encoder
 from api.security.login_throttle import LoginThrottle
 
@@ -85,6 +86,7 @@ class KafkaServer:
         self.limits = limits or Limits()
         # failed SASL logins count with failed Basic logins: one throttle per broker
         self.throttle = throttle or LoginThrottle.from_config(broker.config, broker.clock)
+        self.fetch_sessions = FetchSessionCache()
         self.apis = load_handlers()
         self._budget = ByteBudget(self.limits.queued_request_bytes)
         self._servers: list[asyncio.base_events.Server] = []
@@ -198,7 +200,7 @@ class KafkaServer:
                      version, exc)
             raise ConnectionClosed from None
         ctx = RequestContext(self.broker, listener, session, key, version, correlation_id,
-                             header["client_id"], self.throttle)
+                             header["client_id"], self.throttle, self.fetch_sessions)
         response = await api.handler(ctx, request)
         if response is None:
             return None

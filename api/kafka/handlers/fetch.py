@@ -8,8 +8,9 @@ returned whole even when larger (KIP-74), so a client always makes progress. Whe
 answer holds fewer than ``min_bytes``, the request waits up to ``max_wait_ms`` on the
 partitions' wake-ups, the same ones REST long-polls use, then reads again.
 
-Fetch sessions (KIP-227) are answered with session id 0 ("no session"): clients then
-send full fetches, which Kafka allows.
+Fetch sessions (KIP-227, ``fetch_sessions``): a client's first full fetch at epoch 0
+makes a session; later fetches name only what changed and are answered only what
+changed (records, errors, new offsets).
 """
 
 from __future__ import annotations
@@ -20,13 +21,21 @@ from typing import Any
 from api.kafka import errors
 from api.kafka.apis import api
 from api.kafka.context import ConnectionClosed, RequestContext
+from api.kafka.fetch_sessions import (
+    FETCH_SESSION_ID_NOT_FOUND,
+    INITIAL_EPOCH,
+    FetchSessionCache,
+    SessionError,
+    SessionPartition,
+    apply_incremental,
+    partitions_of,
+)
 from core.broker.replica.delayed import wait_on
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
 from core.errors import FranzError
 
 MAX_WAIT_MS = 30_000  # a client's max_wait_ms beyond this is cut (request.timeout.ms)
-FETCH_SESSION_ID_NOT_FOUND = 70
 FETCH_MAX_BYTES = 57_671_680  # Kafka's fetch.max.bytes default: a ceiling on max_bytes
 
 
@@ -34,17 +43,31 @@ FETCH_MAX_BYTES = 57_671_680  # Kafka's fetch.max.bytes default: a ceiling on ma
 async def fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     if req["replica_id"] >= 0:
         raise ConnectionClosed  # franz brokers replicate over HTTP, not this protocol
-    if req["session_id"] != 0:
-        return {"throttle_time_ms": 0, "error_code": FETCH_SESSION_ID_NOT_FOUND,
-                "session_id": 0, "responses": []}
-    wanted = []
-    denied: set[str] = set()
-    for topic in req["topics"]:
-        name = topic["topic"]
-        if name not in denied and not ctx.allowed(Operation.READ, ResourceType.TOPIC, name):
-            denied.add(name)
-        for part in topic["partitions"]:
-            wanted.append((name, part))
+    sessions: FetchSessionCache | None = ctx.fetch_sessions
+    owner = str(ctx.session.principal)
+    session_id, epoch = int(req["session_id"]), int(req["session_epoch"])
+    session = None
+    try:
+        if session_id and epoch > 0:
+            if sessions is None:
+                raise SessionError(FETCH_SESSION_ID_NOT_FOUND)
+            session = sessions.get(session_id, owner, epoch)
+            apply_incremental(session, req)
+        else:
+            if session_id and sessions is not None:
+                sessions.close(session_id, owner)
+            partitions = partitions_of(req)
+            if epoch == INITIAL_EPOCH and sessions is not None and ctx.version >= 7:
+                session = sessions.create(owner, partitions)
+            wanted = partitions
+    except SessionError as exc:
+        return {"throttle_time_ms": 0, "error_code": exc.code, "session_id": 0, "responses": []}
+    incremental = session is not None and epoch > 0
+    if session is not None:
+        wanted = session.partitions
+    denied = {t for t, _ in wanted if not ctx.allowed_quietly(Operation.READ, ResourceType.TOPIC, t)}
+    for t in denied:
+        ctx.allowed(Operation.READ, ResourceType.TOPIC, t)  # audit each denial once
     max_bytes = max(0, min(int(req["max_bytes"]), FETCH_MAX_BYTES))
     max_wait_ms = max(0, min(int(req["max_wait_ms"]), MAX_WAIT_MS))
     min_bytes = max(0, int(req["min_bytes"]))
@@ -60,9 +83,21 @@ async def fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
             answers, total, waiters = _read(ctx, wanted, denied, max_bytes)
             break
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for name, answer in answers:
+    for (name, index), answer in answers:
+        if session is not None:
+            sp = session.partitions.get((name, index))
+            sent = (answer["high_watermark"], answer["last_stable_offset"],
+                    answer["log_start_offset"])
+            if incremental and not answer["records"] and not answer["error_code"] \
+                    and sp is not None and sp.last_sent == sent:
+                continue  # nothing new: an incremental answer leaves it out
+            if sp is not None:
+                sp.last_sent = sent
         by_topic.setdefault(name, []).append(answer)
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+    if session is not None:
+        session.epoch = 1 if epoch <= 0 else epoch + 1
+    return {"throttle_time_ms": 0, "error_code": 0,
+            "session_id": 0 if session is None else session.session_id,
             "responses": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
@@ -72,37 +107,37 @@ def _error(index: int, code: int) -> dict[str, Any]:
             "preferred_read_replica": -1, "records": None}
 
 
-def _read(ctx: RequestContext, wanted: list[tuple[str, dict[str, Any]]], denied: set[str],
-          max_bytes: int) -> tuple[list[tuple[str, dict[str, Any]]], int, list[Any]]:
+def _read(ctx: RequestContext, wanted: dict[tuple[str, int], SessionPartition], denied: set[str],
+          max_bytes: int) -> tuple[list[tuple[tuple[str, int], dict[str, Any]]], int, list[Any]]:
     """One pass over the partitions: (answers, bytes in them, wake-ups to wait on)."""
     broker = ctx.broker
     replicas = broker.replica_manager
-    answers: list[tuple[str, dict[str, Any]]] = []
+    answers: list[tuple[tuple[str, int], dict[str, Any]]] = []
     waiters = []
     total = 0
-    for name, part in wanted:
-        index = part["partition"]
+    for key, part in wanted.items():
+        name, index = key
         if name in denied:
-            answers.append((name, _error(index, errors.TOPIC_AUTHORIZATION_FAILED)))
+            answers.append((key, _error(index, errors.TOPIC_AUTHORIZATION_FAILED)))
             continue
         tp = TopicPartition(name, index)
         try:
             broker.cache.existing_partition(name, index)
             p = replicas.leader_partition(tp)
-            epoch = part["current_leader_epoch"]
+            epoch = part.current_leader_epoch
             if epoch >= 0:
                 code = p.check_fetch_epoch(epoch)
                 if code:
-                    answers.append((name, _error(index, code)))
+                    answers.append((key, _error(index, code)))
                     continue
-            limit = min(int(part["partition_max_bytes"]), max_bytes - total)
-            offset = int(part["fetch_offset"])
+            limit = min(part.partition_max_bytes, max_bytes - total)
+            offset = part.fetch_offset
             # past max_bytes the other partitions answer no records (KIP-74: the first
             # partition with data answers at least one batch)
             data = p.read(offset, max(limit, 1)) if limit > 0 or total == 0 else None
             offs = p.offsets()
         except FranzError as exc:
-            answers.append((name, _error(index, errors.code_of(exc))))
+            answers.append((key, _error(index, errors.code_of(exc))))
             continue
         records = b"" if data is None else data.data
         total += len(records)
@@ -111,7 +146,7 @@ def _read(ctx: RequestContext, wanted: list[tuple[str, dict[str, Any]]], denied:
                                             high_watermark=offs.high_watermark)
         else:
             waiters.append(p.data_waiters)
-        answers.append((name, {
+        answers.append((key, {
             "partition_index": index, "error_code": 0,
             "high_watermark": offs.high_watermark, "last_stable_offset": offs.high_watermark,
             "log_start_offset": offs.log_start_offset, "aborted_transactions": None,
