@@ -315,7 +315,7 @@ def _encoder_source(src: _Source, fname: str, fields: tuple[Field, ...], version
             for f in sorted(tagged, key=lambda f: f.tag or 0):
                 v = src.tmp("v")
                 src.add(1, f"{v} = o.get({f.name!r}, {_const(f.default)})")
-                src.add(1, f"if {v} != {_const(f.default)}:")
+                src.add(1, f"if {_not_default(f, v)}:")
                 src.add(2, "t = bytearray()")
                 _encode_value(src, 2, f, version, flexible, v, "t", structs)
                 src.add(2, f"tg.append(({f.tag}, t))")
@@ -327,6 +327,14 @@ def _encoder_source(src: _Source, fname: str, fields: tuple[Field, ...], version
         body = True
     if not body:
         src.add(1, "pass")
+
+
+def _not_default(f: Field, value: str) -> str:
+    """The test that a tagged field differs from its default (only then is it written,
+    as Kafka does: an empty array is its default whatever the sequence type)."""
+    if f.is_array:
+        return f"{value} is not None" if f.default is None else f"{value} is None or len({value})"
+    return f"{value} != {_const(f.default)}"
 
 
 # --- assembly ------------------------------------------------------------------------

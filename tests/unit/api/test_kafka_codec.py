@@ -1,0 +1,166 @@
+"""franz's Kafka codec (api/kafka/protocol/codegen.py) on its own: the request and
+response headers byte by byte, records as slices and regions, and the cases its
+generated code once got wrong. Against other codecs: test_kafka_codec_interop.py;
+hostile bytes: test_kafka_codec_hostile.py."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from api.kafka.protocol.codegen import DecodeError, decoder, encode, encoder
+
+# --- headers -------------------------------------------------------------------------
+
+
+def test_request_header_v0_has_no_client_id() -> None:
+    data = struct.pack(">hhi", 18, 0, 7)
+    header, pos = decoder("RequestHeader", 0)(data, 0)
+    assert pos == 8
+    assert header == {"request_api_key": 18, "request_api_version": 0, "correlation_id": 7,
+                      "client_id": ""}
+    assert encode("RequestHeader", 0, header) == data
+
+
+@pytest.mark.parametrize("client_id", ["kcat", "", None, "ключ-客户端"])
+def test_request_header_v1_client_id_is_a_nullable_int16_string(client_id: str | None) -> None:
+    raw = b"\xff\xff" if client_id is None else (
+        struct.pack(">h", len(client_id.encode())) + client_id.encode())
+    data = struct.pack(">hhi", 3, 12, -5) + raw
+    header, pos = decoder("RequestHeader", 1)(data, 0)
+    assert pos == len(data)
+    assert header["client_id"] == client_id
+    assert encode("RequestHeader", 1, header) == data
+
+
+@pytest.mark.parametrize("client_id", ["rdkafka", "", None, "x" * 200])
+def test_request_header_v2_client_id_stays_a_non_compact_string(client_id: str | None) -> None:
+    """ClientId has "flexibleVersions": "none": an int16 length even in the flexible v2,
+    then the header's tagged fields (none here)."""
+    raw = b"\xff\xff" if client_id is None else (
+        struct.pack(">h", len(client_id.encode())) + client_id.encode())
+    data = struct.pack(">hhi", 0, 9, 1) + raw + b"\x00"
+    header, pos = decoder("RequestHeader", 2)(data + b"body", 0)
+    assert pos == len(data)
+    assert header["client_id"] == client_id
+    assert encode("RequestHeader", 2, header) == data
+
+
+def test_request_header_v2_skips_unknown_tagged_fields() -> None:
+    data = struct.pack(">hhih", 1, 13, 2, 1) + b"c" + b"\x02" + b"\x05\x02ab" + b"\x07\x00"
+    header, pos = decoder("RequestHeader", 2)(data, 0)
+    assert pos == len(data)
+    assert header["client_id"] == "c"
+
+
+def test_response_headers() -> None:
+    assert encode("ResponseHeader", 0, {"correlation_id": 42}) == struct.pack(">i", 42)
+    assert encode("ResponseHeader", 1, {"correlation_id": 42}) == struct.pack(">i", 42) + b"\x00"
+    assert decoder("ResponseHeader", 1)(struct.pack(">i", -1) + b"\x00", 0) == (
+        {"correlation_id": -1}, 5)
+    with pytest.raises(DecodeError):
+        decoder("ResponseHeader", 1)(struct.pack(">i", -1), 0)  # its tagged fields missing
+
+
+# --- records -------------------------------------------------------------------------
+
+BATCH = bytes(range(256)) * 3
+
+
+def _produce(records: object) -> dict:
+    return {"transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [
+        {"name": "t", "partition_data": [{"index": 0, "records": records},
+                                         {"index": 1, "records": None}]}]}
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 11])
+def test_records_decode_as_a_view_of_the_frame(version: int) -> None:
+    data = encode("ProduceRequest", version, _produce(BATCH))
+    frame = bytearray(data)
+    view = memoryview(frame)
+    request, pos = decoder("ProduceRequest", version)(view, 0)
+    assert pos == len(data)
+    records = request["topic_data"][0]["partition_data"][0]["records"]
+    assert isinstance(records, memoryview)
+    assert records.obj is frame  # no copy: a slice of the very buffer given
+    assert records == BATCH
+    frame[data.index(BATCH)] ^= 0xFF  # the view sees a change of the frame
+    assert records[0] == BATCH[0] ^ 0xFF
+    assert request["topic_data"][0]["partition_data"][1]["records"] is None
+    from_bytes, _ = decoder("ProduceRequest", version)(data, 0)
+    assert from_bytes["topic_data"][0]["partition_data"][0]["records"] == BATCH
+
+
+class Region:
+    """A stand-in for a file region the server sends with sendfile: only a length."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def _fetch_response(records: list[object]) -> dict:
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic": "t", "topic_id": bytes(16), "partitions": [
+            {"partition_index": i, "error_code": 0, "high_watermark": 10, "last_stable_offset": 10,
+             "log_start_offset": 0, "aborted_transactions": None, "preferred_read_replica": -1,
+             "records": r} for i, r in enumerate(records)]}]}
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 13, 16])
+def test_records_regions_are_separate_parts(version: int) -> None:
+    regions = [Region(100), Region(7)]
+    out = bytearray()
+    parts: list[object] = []
+    encoder("FetchResponse", version)(_fetch_response([regions[0], b"abc", regions[1]]), out,
+                                      parts)
+    assert [p for p in parts if isinstance(p, Region)] == regions
+    assert all(isinstance(p, bytes) for p in parts if not isinstance(p, Region))
+    assert parts[1] is regions[0] and parts[3] is regions[1]
+    # the same bytes as with the regions' contents inline
+    inline = encode("FetchResponse", version, _fetch_response([b"r" * 100, b"abc", b"s" * 7]))
+    filled = b"".join(b"r" * 100 if p is regions[0] else b"s" * 7 if p is regions[1] else p
+                      for p in parts) + bytes(out)
+    assert filled == inline
+    decoded, pos = decoder("FetchResponse", version)(inline, 0)
+    assert pos == len(inline)
+    assert [bytes(p["records"]) for p in decoded["responses"][0]["partitions"]] == [
+        b"r" * 100, b"abc", b"s" * 7]
+
+
+def test_bytes_like_records_stay_in_the_chunk() -> None:
+    for value in (BATCH, bytearray(BATCH), memoryview(BATCH)):
+        out = bytearray()
+        parts: list[object] = []
+        encoder("ProduceRequest", 9)(_produce(value), out, parts)
+        assert parts == []
+        assert bytes(out) == encode("ProduceRequest", 9, _produce(BATCH))
+
+
+# --- what once went wrong ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "version", "empty"), [
+    ("ProduceResponse", 10, {"responses": [], "throttle_time_ms": 0, "node_endpoints": []}),
+    ("FetchResponse", 16, {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+                           "responses": [], "node_endpoints": []}),
+    ("ApiVersionsResponse", 3, {"error_code": 0, "api_keys": [], "throttle_time_ms": 0,
+                                "supported_features": [], "finalized_features": []}),
+])
+def test_an_empty_tagged_array_is_not_written(name: str, version: int, empty: dict) -> None:
+    """Kafka writes a tagged array only when it is not empty (its default): an empty
+    one written as a tag cost bytes and differed from every other implementation."""
+    without = {k: v for k, v in empty.items() if not k.endswith("_endpoints")
+               and not k.endswith("_features")}
+    assert encode(name, version, empty) == encode(name, version, without)
+    assert encode(name, version, empty).endswith(b"\x00")  # no tagged field at all
+
+
+def test_unknown_versions_are_refused() -> None:
+    with pytest.raises(DecodeError):
+        decoder("ProduceRequest", 12)
+    with pytest.raises(ValueError):
+        encoder("HeartbeatRequest", 5)
