@@ -290,3 +290,38 @@ class IdempotencyOutcomeUnknownError(FranzError):
     can no longer be told, so nothing is written again."""
 
     error_code = -1
+
+
+# --- Kafka's classic group protocol (core.broker.group.classic) -----------------------
+
+
+class InconsistentGroupProtocolError(FranzError):
+    """The member's protocol type, or every one of its protocols, is not one the group's
+    members share (Kafka's INCONSISTENT_GROUP_PROTOCOL)."""
+
+    error_code = 23
+
+
+class InvalidSessionTimeoutError(FranzError):
+    """A JoinGroup's session timeout outside group.min.session.timeout.ms ..
+    group.max.session.timeout.ms (Kafka's INVALID_SESSION_TIMEOUT)."""
+
+    error_code = 26
+
+
+class MemberIdRequiredError(FranzError):
+    """A first JoinGroup (v4+, no group instance id) gets a member id and must join again
+    with it (KIP-394, Kafka's MEMBER_ID_REQUIRED); ``member_id`` is the id to use."""
+
+    error_code = 79
+
+    def __init__(self, message: str = "", *, member_id: str = "") -> None:
+        super().__init__(message)
+        self.member_id = member_id
+
+
+class FencedInstanceIdError(FranzError):
+    """Another member id holds this group instance id now (a static member that was
+    replaced: KIP-345, Kafka's FENCED_INSTANCE_ID)."""
+
+    error_code = 82

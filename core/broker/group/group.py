@@ -11,12 +11,15 @@ The state machine is Kafka's classic one (kafka-internals.md 4.2)::
                                                                              persisted
     any state --> Dead   (offsets partition emigrated, or the group was deleted)
 
-Members of a franz group are REST consumer instances run by the broker itself, so a
-rebalance completes in one step: the coordinator moves the group through
-PreparingRebalance and CompletingRebalance to Stable (or Empty) without awaiting
-clients, and the assignment comes from ``core.broker.group.assignors``. The states and the
-transitions table are still Kafka's, so describe-group output and the records written
-to ``__consumer_offsets`` read the same as Kafka's.
+A group's members are REST consumer instances run by the broker itself, Kafka clients
+speaking the classic group protocol (a :class:`ClassicMember` on the member), or both.
+With REST instances only, a rebalance completes in one step: the coordinator moves the
+group through PreparingRebalance and CompletingRebalance to Stable (or Empty) without
+awaiting clients, and the assignment comes from ``core.broker.group.assignors``. With a
+Kafka client among them the rebalance is Kafka's own (``core.broker.group.classic_engine``):
+joins are awaited, the client elected leader assigns, its SyncGroup ends it. The states
+and the transitions table are Kafka's either way, so describe-group output and the
+records written to ``__consumer_offsets`` read the same as Kafka's.
 
 Not thread-safe; owned by :class:`core.broker.group.coordinator.GroupCoordinator` on the
 event loop.
@@ -24,6 +27,7 @@ event loop.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from collections.abc import Iterable, Mapping
@@ -88,9 +92,44 @@ def check_transition(old: GroupState, new: GroupState) -> None:
         raise IllegalGroupTransitionError(f"group cannot go from {old.value} to {new.value}")
 
 
+@dataclass(slots=True, eq=False)
+class ClassicMember:
+    """What a member that speaks Kafka's classic group protocol itself brings (a Kafka
+    client's JoinGroup): its protocol type and protocols (name, metadata) in its order of
+    preference, the assignment its leader gave it (opaque bytes), and the requests of it
+    the coordinator holds: a JoinGroup awaiting the end of the join phase, a SyncGroup
+    awaiting the leader's. ``is_new``: joined, never part of a generation yet (its
+    deadline is the new-member join timeout, and awaiting a join does not keep it alive).
+    """
+
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    assignment: bytes = b""
+    is_new: bool = False
+    join_waiter: asyncio.Future[Any] | None = None
+    sync_waiter: asyncio.Future[Any] | None = None
+
+    def metadata(self, protocol: str | None) -> bytes:
+        for name, data in self.protocols:
+            if name == protocol:
+                return data
+        return b""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.protocols)
+
+    @property
+    def satisfied(self) -> bool:
+        """Kafka's ``hasSatisfiedHeartbeat``: a member (not new) with a JoinGroup or
+        SyncGroup held by the coordinator is not expired meanwhile."""
+        return not self.is_new and (self.join_waiter is not None
+                                    or self.sync_waiter is not None)
+
+
 @dataclass(slots=True)
 class Member:
-    """One group member (for franz: one REST consumer instance).
+    """One group member: a REST consumer instance, or a Kafka client (``classic``).
 
     ``topics`` is the subscription the assignor sees (for a pattern subscription: the
     topics the pattern matched at the last metadata refresh). ``manual`` members chose
@@ -98,7 +137,10 @@ class Member:
     skips them. ``properties`` are the instance settings (format, auto.offset.reset...),
     opaque to the coordinator but persisted with the member. ``runtime`` is the consumer
     manager's per-instance state (positions); it lives and dies with this object, so a
-    member restored from the log starts with none.
+    member restored from the log starts with none. ``classic`` is set for a member that
+    speaks Kafka's classic protocol itself (a Kafka client): its ``topics`` and
+    ``assignment`` are decoded from its own metadata and assignment, for describing
+    only; the assignor never sees it (its leader assigns).
     """
 
     member_id: str
@@ -114,11 +156,13 @@ class Member:
     properties: dict[str, Any] = field(default_factory=dict)
     deadline_ms: int = 0
     runtime: Any = None
+    classic: ClassicMember | None = None
 
     @property
     def is_subscribed(self) -> bool:
         """Takes part in the assignor's work (subscribe mode with a pattern or topics)."""
-        return not self.manual and (bool(self.topics) or self.pattern is not None)
+        return (self.classic is None and not self.manual
+                and (bool(self.topics) or self.pattern is not None))
 
     def touch(self, now_ms: int) -> None:
         """A heartbeat: push the expiry to now + session timeout."""
@@ -200,6 +244,12 @@ class Group:
         # the leader epoch of __consumer_offsets-<partition> this group was loaded (or
         # made) at: its writes are refused under any other (-1: none, never written)
         self.loaded_epoch = -1
+        # the classic protocol's rebalance in memory only (core.broker.group.classic_engine)
+        self.previous_state: GroupState | None = None
+        self.pending_members: dict[str, int] = {}  # KIP-394 ids handed out -> deadline
+        self.pending_sync: set[str] = set()  # joined this generation, no SyncGroup yet
+        self.new_member_added = False  # a member joined during the initial delay
+        self.timers: dict[str, asyncio.TimerHandle] = {}  # "join" / "sync" deadlines
 
     def __repr__(self) -> str:
         return (
@@ -211,6 +261,7 @@ class Group:
 
     def transition_to(self, new: GroupState, now_ms: int) -> None:
         check_transition(self.state, new)
+        self.previous_state = self.state
         self.state = new
         self.state_timestamp_ms = now_ms
 
@@ -222,7 +273,8 @@ class Group:
     def is_unwritten(self) -> bool:
         """Made for a first join or commit whose write has not succeeded (or failed): no
         members, no offsets, never rebalanced. Lookups treat it as absent."""
-        return self.generation == 0 and not self.members and not self.offsets
+        return (self.generation == 0 and not self.members and not self.offsets
+                and not self.pending_members)
 
     def snapshot(self) -> GroupSnapshot:
         """What a membership change may alter, to put back if its write fails."""
@@ -232,6 +284,18 @@ class Group:
     def is_simple(self) -> bool:
         """A group that only commits offsets and never had members through the protocol."""
         return self.protocol_type == "" and not self.members
+
+    @property
+    def has_classic_members(self) -> bool:
+        """Some member is a Kafka client: rebalances follow the classic protocol."""
+        return any(m.classic is not None for m in self.members.values())
+
+    def static_member_id(self, group_instance_id: str) -> str | None:
+        """The member id holding ``group_instance_id`` (KIP-345), if any."""
+        for m in self.members.values():
+            if m.group_instance_id == group_instance_id:
+                return m.member_id
+        return None
 
     # --- rebalance in three steps (each legal per the transitions table) -------------
 
@@ -281,7 +345,8 @@ class Group:
         return {t for m in self.members.values() if m.is_subscribed for t in m.topics}
 
     def expired_members(self, now_ms: int) -> list[str]:
-        return [m.member_id for m in self.members.values() if m.deadline_ms < now_ms]
+        return [m.member_id for m in self.members.values() if m.deadline_ms < now_ms
+                and (m.classic is None or not m.classic.satisfied)]
 
     def summary(self) -> GroupSummary:
         return GroupSummary(self.group_id, self.state, self.protocol_type, self.is_simple)
@@ -320,7 +385,11 @@ class GroupSnapshot:
                         group.leader_id, group.state_timestamp_ms)
         self._members = dict(group.members)
         self._member_fields = {
-            mid: (m.topics, m.pattern, m.manual, m.assignment) for mid, m in group.members.items()
+            mid: (m.topics, m.pattern, m.manual, m.assignment,
+                  None if m.classic is None else (m.classic.protocols, m.classic.assignment,
+                                                  m.session_timeout_ms,
+                                                  m.rebalance_timeout_ms))
+            for mid, m in group.members.items()
         }
 
     def restore(self) -> None:
@@ -332,22 +401,25 @@ class GroupSnapshot:
         g.members.clear()
         g.members.update(self._members)
         for mid, member in self._members.items():
-            member.topics, member.pattern, member.manual, member.assignment = (
+            member.topics, member.pattern, member.manual, member.assignment, classic = (
                 self._member_fields[mid])
+            if classic is not None and member.classic is not None:
+                (member.classic.protocols, member.classic.assignment,
+                 member.session_timeout_ms, member.rebalance_timeout_ms) = classic
 
 
 def compute_assignment(
     group: Group, strategy: str, partitions_per_topic: Mapping[str, int]
 ) -> dict[str, list[TopicPartition]]:
-    """The assignor's answer for the group's subscribed members (manual members are
-    left out; members without a subscription get nothing). Pure."""
+    """The assignor's answer for the group's subscribed members (manual members and
+    Kafka clients are left out; members without a subscription get nothing). Pure."""
     subscriptions = {
         m.member_id: Subscription(tuple(m.topics), owned=tuple(m.assignment))
         for m in group.members.values()
         if m.is_subscribed
     }
     result: dict[str, list[TopicPartition]] = {
-        m.member_id: [] for m in group.members.values() if not m.manual
+        m.member_id: [] for m in group.members.values() if not m.manual and m.classic is None
     }
     if subscriptions:
         for member_id, tps in assign(strategy, subscriptions, partitions_per_topic).items():

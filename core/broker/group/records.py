@@ -15,10 +15,15 @@ their instances back::
     {"franz": 1, "pattern": "t.*" | null, "manual": false, "properties": {...}}
 
 ``topics`` of a pattern member are the topics the pattern matched when written; the
-assignment of a manual member is the partitions it chose. Loading applies records in
-log order (a null value removes the key), then materialises each group: Stable with its
-stored generation, members and assignments when it has members, else Empty; members get
-fresh heartbeat deadlines (kafka-internals.md 4.8).
+assignment of a manual member is the partitions it chose. A Kafka client's member (the
+classic protocol, ``Member.classic``) is written as Kafka writes it: the metadata it
+sent for the group's protocol and the assignment its leader gave it, both as they came.
+Loading applies records in log order (a null value removes the key), then materialises
+each group: Stable with its stored generation, members and assignments when it has
+members, else Empty; members get fresh heartbeat deadlines (kafka-internals.md 4.8). A
+member whose subscription carries franz's user data is a REST instance again; any other
+is a Kafka client's (its bytes kept as they are, its topics and partitions decoded for
+describing when the protocol type is ``consumer`` and they decode).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from core.broker.group import consumer_protocol
 from core.broker.group import offsets_codec as codec
 from core.broker.group.group import (
     CONSUMER_PROTOCOL_TYPE,
+    ClassicMember,
     CommittedOffset,
     Group,
     GroupState,
@@ -77,7 +83,7 @@ def group_metadata_record(group: Group, now_ms: int) -> NewRecord:
             protocol=group.protocol,
             leader=group.leader_id,
             current_state_timestamp=group.state_timestamp_ms,
-            members=tuple(_member_metadata(m) for m in group.members.values()),
+            members=tuple(_member_metadata(m, group.protocol) for m in group.members.values()),
         )
     )
     return NewRecord(value=value, key=key, timestamp=now_ms)
@@ -88,7 +94,18 @@ def group_tombstone(group_id: str, now_ms: int) -> NewRecord:
     return NewRecord(value=None, key=key, timestamp=now_ms)
 
 
-def _member_metadata(m: Member) -> codec.MemberMetadata:
+def _member_metadata(m: Member, protocol: str | None) -> codec.MemberMetadata:
+    if m.classic is not None:  # a Kafka client's: its own bytes, as Kafka stores them
+        return codec.MemberMetadata(
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            rebalance_timeout=m.rebalance_timeout_ms,
+            session_timeout=m.session_timeout_ms,
+            subscription=m.classic.metadata(protocol),
+            assignment=m.classic.assignment,
+        )
     user_data = json.dumps(
         {
             "franz": _USER_DATA_VERSION,
@@ -187,15 +204,25 @@ def _group_from_metadata(
         state_timestamp_ms=value.current_state_timestamp,
     )
     for meta in value.members:
-        member = _member_from_metadata(meta)
+        member = _member_from_metadata(meta, value)
         member.touch(now_ms)
         group.members[member.member_id] = member
     return group
 
 
-def _member_from_metadata(meta: codec.MemberMetadata) -> Member:
-    subscription = consumer_protocol.decode_subscription(meta.subscription)
-    assignment = consumer_protocol.decode_assignment(meta.assignment) if meta.assignment else None
+def _member_from_metadata(meta: codec.MemberMetadata,
+                          group: codec.GroupMetadataValue) -> Member:
+    subscription: consumer_protocol.ConsumerSubscription | None = None
+    assignment: consumer_protocol.ConsumerAssignment | None = None
+    if group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+        try:
+            subscription = consumer_protocol.decode_subscription(meta.subscription)
+            assignment = (consumer_protocol.decode_assignment(meta.assignment)
+                          if meta.assignment else None)
+        except codec.CorruptOffsetsRecordError:
+            subscription = assignment = None  # a client's own format: kept as bytes
+    if subscription is None or not is_franz_user_data(subscription.user_data):
+        return _classic_member(meta, group, subscription, assignment)
     extra = _decode_user_data(subscription.user_data)
     return Member(
         member_id=meta.member_id,
@@ -212,6 +239,35 @@ def _member_from_metadata(meta: codec.MemberMetadata) -> Member:
         else (),
         properties=dict(extra.get("properties") or {}),
     )
+
+
+def _classic_member(meta: codec.MemberMetadata, group: codec.GroupMetadataValue,
+                    subscription: consumer_protocol.ConsumerSubscription | None,
+                    assignment: consumer_protocol.ConsumerAssignment | None) -> Member:
+    """A Kafka client's member as written: its metadata for the group's protocol and its
+    assignment, bytes as they were; topics and partitions decoded where they could be."""
+    return Member(
+        member_id=meta.member_id,
+        client_id=meta.client_id,
+        client_host=meta.client_host,
+        session_timeout_ms=meta.session_timeout,
+        rebalance_timeout_ms=meta.rebalance_timeout,
+        group_instance_id=meta.group_instance_id,
+        topics=subscription.topics if subscription is not None else (),
+        assignment=tuple(TopicPartition(t, p) for t, p in assignment.partitions)
+        if assignment is not None else (),
+        classic=ClassicMember(
+            protocol_type=group.protocol_type,
+            protocols=((group.protocol or "", meta.subscription),),
+            assignment=meta.assignment,
+        ),
+    )
+
+
+def is_franz_user_data(user_data: bytes | None) -> bool:
+    """Whether a subscription's user data is the JSON franz writes for a REST instance
+    (a Kafka client's JoinGroup may not carry it: on a reload it would read as one)."""
+    return bool(_decode_user_data(user_data))
 
 
 def _decode_user_data(user_data: bytes | None) -> dict[str, object]:
