@@ -85,6 +85,13 @@ class _Source:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.n = 0
+        self.consts: dict[str, object] = {}  # module globals of the generated code
+
+    def const(self, value: object) -> str:
+        """A global of the generated module holding ``value`` (built once, not per call)."""
+        name = f"_K{len(self.consts)}"
+        self.consts[name] = value
+        return name
 
     def add(self, depth: int, line: str) -> None:
         self.lines.append("    " * depth + line)
@@ -304,7 +311,7 @@ def _encoder_source(src: _Source, fname: str, fields: tuple[Field, ...], version
             tagged.append(f)
             continue
         v = src.tmp("v")
-        src.add(1, f"{v} = o.get({f.name!r}, {_const(f.default)})")
+        src.add(1, f"{v} = {_get(f)}")
         _encode_value(src, 1, f, version, flexible, v, "out", structs)
         body = True
     if flexible:
@@ -314,8 +321,8 @@ def _encoder_source(src: _Source, fname: str, fields: tuple[Field, ...], version
             src.add(1, "tg = []")
             for f in sorted(tagged, key=lambda f: f.tag or 0):
                 v = src.tmp("v")
-                src.add(1, f"{v} = o.get({f.name!r}, {_const(f.default)})")
-                src.add(1, f"if {_not_default(f, v)}:")
+                src.add(1, f"{v} = {_get(f)}")
+                src.add(1, f"if {_not_default(src, f, v)}:")
                 src.add(2, "t = bytearray()")
                 _encode_value(src, 2, f, version, flexible, v, "t", structs)
                 src.add(2, f"tg.append(({f.tag}, t))")
@@ -329,11 +336,24 @@ def _encoder_source(src: _Source, fname: str, fields: tuple[Field, ...], version
         src.add(1, "pass")
 
 
-def _not_default(f: Field, value: str) -> str:
+def _get(f: Field) -> str:
+    """The value of ``f`` in the dict ``o``: a missing struct is None (its encoder writes
+    the default struct, or null where nullable)."""
+    if f.is_struct and not f.is_array:
+        return f"o.get({f.name!r})"
+    return f"o.get({f.name!r}, {_const(f.default)})"
+
+
+def _not_default(src: _Source, f: Field, value: str) -> str:
     """The test that a tagged field differs from its default (only then is it written,
-    as Kafka does: an empty array is its default whatever the sequence type)."""
+    as Kafka does: an empty array is its default whatever the sequence type; a struct
+    equal to its fields' defaults, or missing, is not written)."""
     if f.is_array:
         return f"{value} is not None" if f.default is None else f"{value} is None or len({value})"
+    if f.is_struct:
+        if f.default is None:
+            return f"{value} is not None"
+        return f"{value} is not None and {value} != {src.const(f.default)}"
     return f"{value} != {_const(f.default)}"
 
 
@@ -369,6 +389,7 @@ def _compile(message: Message, version: int, direction: str) -> Callable[..., An
         "_P64": I64.pack, "_U16P": U16.pack, "_U32P": U32.pack, "_F64P": F64.pack,
         "_ruv": read_uvarint, "_uv": encode_uvarint, "_DE": DecodeError,
         "_BYTES": (bytes, bytearray, memoryview), "_EMPTY": {}, "_ZERO_UUID": bytes(16),
+        **src.consts,
     }
     code = "\n".join(src.lines)
     exec(compile(code, f"<kafka {message.name} v{version} {direction}>", "exec"), namespace)

@@ -56,6 +56,8 @@ class Field:
     nullable: Versions
     tagged: Versions
     tag: int | None
+    # Kafka's default: a struct's is the dict of its fields' defaults (a fresh copy per
+    # decode; do not mutate this one), None for a nullable struct whose default is null
     default: object
     fields: tuple[Field, ...] = ()  # a struct's (or an array of structs') fields
     flexible_override: Versions | None = None  # RequestHeader's ClientId: never compact
@@ -123,12 +125,17 @@ def _field(obj: dict, common: dict[str, list[dict]]) -> Field:
             raise SchemaError(f"struct {element} of field {obj['name']} is not defined")
         raw_fields = common[element]
     nullable = Versions.parse(obj.get("nullableVersions"))
+    fields = tuple(_field(f, common) for f in raw_fields or ())
+    default = _default(kind, obj.get("default"), nullable)
+    if element[:1].isupper() and kind == element and obj.get("default") != "null":
+        # Kafka's default of a struct field is the struct of its fields' defaults (Java's
+        # `new Struct()`): what an absent tagged struct or a version without it reads as
+        default = {f.name: f.default for f in fields}
     return Field(
         name=snake(obj["name"]), kafka_name=obj["name"], type=kind,
         versions=Versions.parse(obj.get("versions")), nullable=nullable,
         tagged=Versions.parse(obj.get("taggedVersions")), tag=obj.get("tag"),
-        default=_default(kind, obj.get("default"), nullable),
-        fields=tuple(_field(f, common) for f in raw_fields or ()),
+        default=default, fields=fields,
         flexible_override=Versions.parse(obj["flexibleVersions"])
         if "flexibleVersions" in obj else None,
     )

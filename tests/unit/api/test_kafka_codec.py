@@ -10,6 +10,7 @@ import struct
 import pytest
 
 from api.kafka.protocol.codegen import DecodeError, decoder, encode, encoder
+from api.kafka.protocol.schema import load
 
 # --- headers -------------------------------------------------------------------------
 
@@ -157,6 +158,41 @@ def test_an_empty_tagged_array_is_not_written(name: str, version: int, empty: di
                and not k.endswith("_features")}
     assert encode(name, version, empty) == encode(name, version, without)
     assert encode(name, version, empty).endswith(b"\x00")  # no tagged field at all
+
+
+def test_an_absent_struct_decodes_as_its_default_struct() -> None:
+    """Kafka's default of a (non-nullable) struct field is the struct of its fields'
+    defaults: FetchRequest v15+ without the tagged ReplicaState (every consumer) is
+    replica -1, epoch -1, as a broker's would be; a handler reads it the same way in
+    every version."""
+    request = {"max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+               "session_id": 0, "session_epoch": -1, "topics": [], "forgotten_topics_data": [],
+               "rack_id": ""}
+    for version in (4, 14, 15, 17):
+        decoded, _ = decoder("FetchRequest", version)(encode("FetchRequest", version, request), 0)
+        assert decoded["replica_state"] == {"replica_id": -1, "replica_epoch": -1}, version
+        decoded["replica_state"]["replica_id"] = 3  # a fresh dict per decode
+        again, _ = decoder("FetchRequest", version)(encode("FetchRequest", version, request), 0)
+        assert again["replica_state"]["replica_id"] == -1
+    # the default struct is not written; any other value is
+    plain = encode("FetchRequest", 15, request)
+    assert encode("FetchRequest", 15, {**request, "replica_state": {
+        "replica_id": -1, "replica_epoch": -1}}) == plain
+    follower = encode("FetchRequest", 15, {**request, "replica_state": {
+        "replica_id": 2, "replica_epoch": 7}})
+    assert len(follower) > len(plain)
+    decoded, _ = decoder("FetchRequest", 15)(follower, 0)
+    assert decoded["replica_state"] == {"replica_id": 2, "replica_epoch": 7}
+
+
+def test_a_nullable_struct_defaults_to_null() -> None:
+    m = load("ConsumerGroupHeartbeatResponse")
+    (assignment,) = [f for f in m.fields if f.name == "assignment"]
+    assert assignment.default is None
+    answer = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": None,
+              "member_epoch": 1, "heartbeat_interval_ms": 3000, "assignment": None}
+    data = encode("ConsumerGroupHeartbeatResponse", 0, answer)
+    assert decoder("ConsumerGroupHeartbeatResponse", 0)(data, 0)[0]["assignment"] is None
 
 
 def test_unknown_versions_are_refused() -> None:
