@@ -101,8 +101,10 @@ class _Source:
         return f"{stem}{self.n}"
 
 
-def _flexible(f: Field, flexible: bool) -> bool:
-    return flexible if f.flexible_override is None else False
+def _flexible(f: Field, flexible: bool, version: int) -> bool:
+    """Whether ``f`` is compact at ``version``: a field's own "flexibleVersions"
+    (RequestHeader's ClientId: "none") overrides the message's."""
+    return flexible if f.flexible_override is None else version in f.flexible_override
 
 
 # --- decoding ------------------------------------------------------------------------
@@ -112,7 +114,7 @@ def _decode_value(src: _Source, d: int, f: Field, version: int, flexible: bool, 
                   structs: dict[str, str]) -> None:
     """Lines that read one value of ``f`` at ``p`` into ``target``."""
     nullable = version in f.nullable
-    compact = _flexible(f, flexible)
+    compact = _flexible(f, flexible, version)
     if f.is_array:
         n = src.tmp("n")
         if compact:
@@ -232,7 +234,7 @@ def _decoder_source(src: _Source, fname: str, fields: tuple[Field, ...], version
 def _encode_value(src: _Source, d: int, f: Field, version: int, flexible: bool, value: str,
                   out: str, structs: dict[str, str]) -> None:
     nullable = version in f.nullable
-    compact = _flexible(f, flexible)
+    compact = _flexible(f, flexible, version)
     if f.is_array:
         null = b"\x00" if compact else b"\xff\xff\xff\xff"
         src.add(d, f"if {value} is None:")

@@ -9,8 +9,9 @@ import struct
 
 import pytest
 
+from api.kafka.protocol import codegen
 from api.kafka.protocol.codegen import DecodeError, decoder, encode, encoder
-from api.kafka.protocol.schema import load
+from api.kafka.protocol.schema import Field, Message, Versions, load
 
 # --- headers -------------------------------------------------------------------------
 
@@ -193,6 +194,36 @@ def test_a_nullable_struct_defaults_to_null() -> None:
               "member_epoch": 1, "heartbeat_interval_ms": 3000, "assignment": None}
     data = encode("ConsumerGroupHeartbeatResponse", 0, answer)
     assert decoder("ConsumerGroupHeartbeatResponse", 0)(data, 0)[0]["assignment"] is None
+
+
+def _message(fields: tuple[Field, ...], flexible: str = "1+") -> Message:
+    return Message(name="Synthetic", api_key=None, kind="header", valid=Versions.parse("0-3"),
+                   flexible=Versions.parse(flexible), fields=fields)
+
+
+def _string(name: str, flexible_override: str | None) -> Field:
+    return Field(name=name, kafka_name=name, type="string", versions=Versions.parse("0+"),
+                 nullable=Versions.parse("none"), tagged=Versions.parse("none"), tag=None,
+                 default="", flexible_override=None if flexible_override is None
+                 else Versions.parse(flexible_override))
+
+
+@pytest.mark.parametrize(("override", "compact_in"), [
+    (None, {1, 2, 3}), ("none", set()), ("2+", {2, 3}), ("3+", {3})])
+def test_a_field_flexible_versions_decide_its_compactness(override: str | None,
+                                                          compact_in: set[int]) -> None:
+    """A field's own "flexibleVersions" overrides the message's for that field (only
+    RequestHeader's ClientId uses it today, with "none")."""
+    message = _message((_string("s", override),))
+    for version in range(4):
+        enc = codegen._compile(message, version, "e")
+        dec = codegen._compile(message, version, "d")
+        out = bytearray()
+        enc({"s": "abc"}, out, [])
+        body = b"\x04abc" if version in compact_in else b"\x00\x03abc"
+        tags = b"\x00" if version >= 1 else b""
+        assert bytes(out) == body + tags, (override, version)
+        assert dec(bytes(out), 0) == ({"s": "abc"}, len(out))
 
 
 def test_unknown_versions_are_refused() -> None:
