@@ -19,6 +19,12 @@ commit (Kafka's OffsetCommit rule): ``commit`` checks the caller for the partiti
 writes, whether they came in the request or from the instance's positions (after a
 seek); an auto-commit writes only the partitions its instance's owner may still READ.
 
+Kafka clients may be members of the same groups (``self.classic``, the classic group
+protocol: ``core.broker.group.classic``). In a group with one, a change made here (an
+instance created, deleted, subscribed) starts Kafka's rebalance and returns: the
+instance's new partitions come when the Kafka leader's assignment is written (until then
+it reads the ones it had); its auto-commit runs first, as on any rebalance.
+
 Event-loop only. Wiring: ``ConsumerManager(backend, config=..., clock=...)``, then
 ``await start()`` (loads the offsets partitions this broker leads, starts the expiry and
 metadata loop) and ``await stop()``. The broker calls ``on_topics_changed()`` after
@@ -57,6 +63,7 @@ from core.broker.errors import (
 )
 from core.broker.group.assignors import ASSIGNORS
 from core.broker.group.backend import GroupBackend
+from core.broker.group.classic import ClassicGroups
 from core.broker.group.coordinator import GroupCoordinator
 from core.broker.group.group import Group, GroupDescription, GroupSummary, Member
 from core.broker.group.topics import check_partitions, compile_topic_pattern
@@ -82,6 +89,10 @@ DEFAULTS: Mapping[str, Any] = {
     "offsets.retention.minutes": 10080,  # Kafka's: 7 days
     "offsets.retention.check.interval.ms": 600_000,
     "consumer.partition.assignment.strategy": "range",  # not a Kafka broker property
+    # Kafka clients' groups (the classic protocol: core.broker.group.classic)
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": 6_000,
+    "group.max.session.timeout.ms": 1_800_000,
 }
 EXPIRY_CHECK_INTERVAL_MS = 1_000
 METADATA_REFRESH_INTERVAL_MS = 30_000
@@ -135,7 +146,14 @@ class ConsumerManager:
             offset_metadata_max_bytes=int(_setting(config, "offset.metadata.max.bytes")),
             group_max_size=int(_setting(config, "group.max.size")),
             listener=self,
+            initial_rebalance_delay_ms=int(_setting(config, "group.initial.rebalance.delay.ms")),
         )
+        #: Kafka clients' side of the same groups (JoinGroup, SyncGroup, ...): the wire
+        #: door's entry, for the groups coordinated here
+        self.classic = ClassicGroups(
+            self.coordinator,
+            min_session_timeout_ms=int(_setting(config, "group.min.session.timeout.ms")),
+            max_session_timeout_ms=int(_setting(config, "group.max.session.timeout.ms")))
         #: reads that skipped a partition whose replica is offline (fetch.OfflineSkips)
         self.offline_skips = OfflineSkips()
         self._tasks: list[asyncio.Task[None]] = []
@@ -158,6 +176,7 @@ class ConsumerManager:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
         self._refresh = None
+        self.coordinator.stop_classic()
         for group in self.coordinator.loaded_groups():
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._auto_commit_group(group), SHUTDOWN_COMMIT_S)

@@ -37,6 +37,11 @@ class GroupBackend(Protocol):
         (``NotLeaderOrFollowerError`` where it does not)."""
         ...
 
+    def offsets_leader(self, partition: int) -> int:
+        """The broker id leading ``__consumer_offsets``-``partition`` as this broker's
+        metadata names it (-1: none known); FindCoordinator answers it."""
+        ...
+
     async def append_offsets(self, partition: int, batch: bytes, *,
                              leader_epoch: int | None = None) -> int:
         """Append one v2 batch to ``__consumer_offsets``-``partition`` with acks=all;
@@ -99,6 +104,9 @@ class ReplicaGroupBackend:
 
     def offsets_leader_epoch(self, partition: int) -> int:
         return self._offsets_log.leader_epoch(partition)
+
+    def offsets_leader(self, partition: int) -> int:
+        return self._cache.leader_of(OFFSETS_TOPIC, partition)
 
     async def append_offsets(self, partition: int, batch: bytes, *,
                              leader_epoch: int | None = None) -> int:

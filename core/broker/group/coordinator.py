@@ -22,6 +22,12 @@ large for ``__consumer_offsets``: ``GroupRecordTooLargeError``, a storage error,
 the partition) leaves the group as it was, and later joins and commits work. A group
 made for a first join or commit that failed stays invisible (``Group.is_unwritten``).
 
+Kafka clients' groups (the classic protocol: JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup) are the ``ClassicRebalance`` mixin's (``core.broker.group.classic_engine``):
+a group with a Kafka client among its members rebalances Kafka's way (held joins, the
+client leader's assignment), REST instances in it included; a group of REST instances
+only rebalances in one step, as above. Both write the same records the same way.
+
 Event-loop only. Locks: one per group (membership changes), then one per offsets
 partition (appends); never the other way round.
 """
@@ -41,13 +47,16 @@ from core.broker.errors import (
     GroupIdNotFoundError,
     GroupMaxSizeReachedError,
     GroupRecordTooLargeError,
+    InconsistentGroupProtocolError,
     InvalidGroupIdError,
     NonEmptyGroupError,
     NotCoordinatorError,
     OffsetMetadataTooLargeError,
 )
 from core.broker.group.backend import GroupBackend
+from core.broker.group.classic_engine import ClassicRebalance
 from core.broker.group.group import (
+    CONSUMER_PROTOCOL_TYPE,
     CommittedOffset,
     Group,
     GroupDescription,
@@ -94,8 +103,10 @@ class RebalanceListener(Protocol):
         ...
 
 
-class GroupCoordinator:
-    """Groups of the offsets partitions this broker leads. See the module docstring."""
+class GroupCoordinator(ClassicRebalance):
+    """Groups of the offsets partitions this broker leads. See the module docstring.
+    ``initial_rebalance_delay_ms``: group.initial.rebalance.delay.ms (Kafka clients'
+    groups only: REST instances never wait)."""
 
     def __init__(
         self,
@@ -106,6 +117,7 @@ class GroupCoordinator:
         offset_metadata_max_bytes: int = 4096,
         group_max_size: int = 1000,
         listener: RebalanceListener | None = None,
+        initial_rebalance_delay_ms: int = 0,
     ) -> None:
         if group_max_size < 1:
             raise ValueError(f"group.max.size must be at least 1, got {group_max_size}")
@@ -115,6 +127,8 @@ class GroupCoordinator:
         self.assignor = assignor
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
         self.listener = listener
+        self.initial_rebalance_delay_ms = max(int(initial_rebalance_delay_ms), 0)
+        self._background: set[asyncio.Task[None]] = set()  # the classic protocol's timers
         self._groups: dict[str, Group] = {}
         self.runtime: CoordinatorRuntime[dict[str, Group]] = CoordinatorRuntime(
             OffsetsWriter(backend), lambda p, epoch: load_groups(backend, clock, p, epoch),
@@ -140,11 +154,14 @@ class GroupCoordinator:
         self._groups.update(shard.state)
 
     def _drop(self, shard: Shard[dict[str, Group]]) -> None:
-        """The partition is no longer served here: its groups go Dead and are dropped."""
+        """The partition is no longer served here: its groups go Dead and are dropped;
+        Kafka clients' held JoinGroup and SyncGroup requests get NOT_COORDINATOR."""
         now = self.clock.now_ms()
         for group in [g for g in self._groups.values() if g.partition == shard.partition]:
             if not group.is_dead:
                 group.transition_to(GroupState.DEAD, now)
+            self.fail_classic_waiters(group, lambda g=group: NotCoordinatorError(
+                f"__consumer_offsets-{g.partition} (group {g.group_id!r}) moved away"))
             del self._groups[group.group_id]
 
     # --- lookups --------------------------------------------------------------------
@@ -167,20 +184,23 @@ class GroupCoordinator:
         return group
 
     def member(self, group_id: str, member_id: str) -> Member:
-        """A member of a loaded group, synchronously; ConsumerInstanceNotFoundError."""
+        """A REST instance's member of a loaded group, synchronously;
+        ConsumerInstanceNotFoundError (also for a Kafka client's member: the REST API
+        does not reach those)."""
         self.runtime.loaded(self.partition_for(group_id))
         group = self._groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
-        if member is None:
+        if member is None or member.classic is not None:
             raise ConsumerInstanceNotFoundError(
                 f"Consumer instance {member_id!r} not found in group {group_id!r}."
             )
         return member
 
     async def find_member(self, group_id: str, member_id: str) -> tuple[Group, Member]:
+        """A REST instance's member (as ``member``, waiting for the load)."""
         group = await self.group(group_id)
         member = group.members.get(member_id) if group is not None else None
-        if group is None or member is None:
+        if group is None or member is None or member.classic is not None:
             raise ConsumerInstanceNotFoundError(
                 f"Consumer instance {member_id!r} not found in group {group_id!r}."
             )
@@ -225,6 +245,12 @@ class GroupCoordinator:
                     f"Consumer group {group_id!r} already has {len(group.members)} members, "
                     f"its maximum (group.max.size={self.group_max_size}): delete an instance "
                     "or use another group")
+            if group.has_classic_members and not self.supports_protocols(
+                    group, CONSUMER_PROTOCOL_TYPE, self.rest_protocols()):
+                raise InconsistentGroupProtocolError(
+                    f"Consumer group {group_id!r} has Kafka clients whose assignors "
+                    f"({self._shared_description(group)}) a REST consumer instance cannot "
+                    f"use (it supports {list(self.rest_protocols())})")
             member.touch(self.clock.now_ms())
 
             def add(g: Group) -> None:
@@ -250,7 +276,8 @@ class GroupCoordinator:
             self._check_alive(group)
             leaving = [group.members[i] for i in member_ids if i in group.members]
             if expired_at is not None:
-                leaving = [m for m in leaving if m.deadline_ms < expired_at]
+                leaving = [m for m in leaving if m.deadline_ms < expired_at
+                           and (m.classic is None or not m.classic.satisfied)]
             if not leaving:
                 return []
 
@@ -283,6 +310,8 @@ class GroupCoordinator:
         """Remove every member whose heartbeat deadline is before ``now_ms``."""
         out: list[tuple[str, str]] = []
         for group in self.loaded_groups():
+            if group.pending_members and not group.is_dead:
+                await self.expire_pending(group, now_ms)
             expired = group.expired_members(now_ms)
             if expired and not group.is_dead:
                 ids = await self.leave(
@@ -319,6 +348,8 @@ class GroupCoordinator:
                 and m.topics != match_topics(m.pattern, self._readable(m, all_topics))
             ):
                 return True
+        if group.has_classic_members:  # the Kafka leader follows partition counts itself
+            return False
         counts = await partition_counts(self.backend, group.subscribed_topics())
         proposed = compute_assignment(group, self.assignor, counts)
         return any(
@@ -345,18 +376,48 @@ class GroupCoordinator:
         """One whole rebalance, with the group lock held: hooks, membership change,
         pattern resolution, assignment, and the group metadata record. If anything after
         the hooks fails, the group is put back as it was (``saved``, taken by a caller
-        that changed a member already, or now) and the error goes to the caller."""
+        that changed a member already, or now) and the error goes to the caller.
+
+        A group with Kafka clients among its members rebalances their way instead
+        (``ClassicRebalance._classic_change``): the change is made, the clients are
+        asked to join again, and the call returns; the record is written when their
+        leader's assignment comes (or when the last of them is gone)."""
         saved = saved or group.snapshot()
-        old_generation = group.generation
+        if group.has_classic_members:
+            try:
+                await self._classic_change(group, leaving, mutate, reason=reason)
+            except Exception:
+                saved.restore()
+                raise
+            return
         try:
             if self.listener is not None and group.members:
                 await self.listener.before_rebalance(group, list(leaving))
             mutate(group)
-            if any(m.pattern is not None and not m.manual for m in group.members.values()):
-                all_topics = await self.backend.list_topics()
-                for m in group.members.values():
-                    if m.pattern is not None and not m.manual:
-                        m.topics = match_topics(m.pattern, self._readable(m, all_topics))
+        except Exception as exc:
+            saved.restore()
+            log.warning("group %s: rebalance (%s) not written, the group is unchanged: %s",
+                        group.group_id, reason, exc)
+            raise
+        await self._server_rebalance(group, reason=reason, saved=saved)
+
+    async def _resolve_patterns(self, group: Group) -> None:
+        """Pattern subscriptions of REST instances -> the topics they match now."""
+        if any(m.pattern is not None and not m.manual for m in group.members.values()):
+            all_topics = await self.backend.list_topics()
+            for m in group.members.values():
+                if m.pattern is not None and not m.manual:
+                    m.topics = match_topics(m.pattern, self._readable(m, all_topics))
+
+    async def _server_rebalance(self, group: Group, *, reason: str,
+                                saved: GroupSnapshot | None = None) -> None:
+        """The rebalance of a group of REST instances only (membership already
+        changed): the assignor, the record, then the listener. On failure the group is
+        put back (``saved``, or as it was when called) and the error raised."""
+        saved = saved or group.snapshot()
+        old_generation = group.generation
+        try:
+            await self._resolve_patterns(group)
             counts = await partition_counts(self.backend, group.subscribed_topics())
             now = self.clock.now_ms()
             group.prepare_rebalance(now)
@@ -405,6 +466,11 @@ class GroupCoordinator:
                 raise ConsumerInstanceNotFoundError(f"Consumer instance {member_id!r} not found.")
             saved = group.snapshot()
             revoked = change(member)
+            if group.has_classic_members and group.state is not GroupState.STABLE:
+                # mid-rebalance: the record written at its end holds the change
+                if self.listener is not None:
+                    self.listener.on_assignment_changed(group, member, revoked)
+                return
             try:
                 now = self.clock.now_ms()
                 await self._append(group, [self._metadata_record(group, now)],
@@ -505,7 +571,7 @@ class GroupCoordinator:
         memory and in ``__consumer_offsets`` for good. The ids deleted."""
         gone: list[str] = []
         for group in self.loaded_groups():
-            if group.is_dead or group.members:
+            if group.is_dead or group.members or group.pending_members:
                 continue
             since = max([group.state_timestamp_ms,
                          *(c.commit_timestamp for c in group.offsets.values())])

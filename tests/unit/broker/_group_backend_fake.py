@@ -7,7 +7,8 @@ Every partition, ``__consumer_offsets`` included, is a real
 long-poll on an event set by appends. ``reopen()`` closes the logs and opens them
 again from disk, like a broker restart.
 
-Knobs: ``not_leader`` (offsets partitions this "broker" does not lead), ``epochs``
+Knobs: ``not_leader`` (offsets partitions this "broker" does not lead; their
+``offsets_leader`` is -1, the others' ``broker_id``), ``epochs``
 (the leader epoch of each offsets partition led here, 0 unless a test moves it),
 ``fail_appends`` (every offsets append raises NotLeaderOrFollowerError), ``local``
 (``data_watch`` answers for every partition, as for partitions a broker leads, so
@@ -44,6 +45,7 @@ class FakeGroupBackend:
         self.topics: dict[str, list[PartitionLog]] = {}
         self.appended: dict[tuple[str, int], asyncio.Event] = {}
         self.not_leader: set[int] = set()
+        self.broker_id = 0  # what offsets_leader answers for the partitions led "here"
         self.epochs: dict[int, int] = {}
         self.fail_appends = False
         self.local = local
@@ -119,6 +121,9 @@ class FakeGroupBackend:
         if partition in self.not_leader:
             raise NotLeaderOrFollowerError(f"not leader of {OFFSETS_TOPIC}-{partition}")
         return self.epochs.get(partition, 0)
+
+    def offsets_leader(self, partition: int) -> int:
+        return -1 if partition in self.not_leader else self.broker_id
 
     async def append_offsets(self, partition: int, batch: bytes, *,
                              leader_epoch: int | None = None) -> int:
