@@ -224,6 +224,9 @@ def _decoder_source(src: _Source, fname: str, fields: tuple[Field, ...], version
         for k, f in enumerate(tagged):
             src.add(2, f"{'if' if k == 0 else 'elif'} tag == {f.tag}:")
             _decode_value(src, 3, f, version, flexible, f"o[{f.name!r}]", structs)
+            src.add(3, "if p != end:")
+            src.add(4, f"raise _DE('tagged {f.name}: ' + str(size) + ' bytes declared, '"
+                       f" + str(p - end + size) + ' read')")
         src.add(2, "p = end")
     src.add(1, "return o, p")
 

@@ -226,6 +226,25 @@ def test_a_field_flexible_versions_decide_its_compactness(override: str | None,
         assert dec(bytes(out), 0) == ({"s": "abc"}, len(out))
 
 
+def test_a_tagged_field_must_fill_exactly_its_size() -> None:
+    """A known tag whose value ends before or after the size it declared is malformed
+    (the reader would otherwise go on inside it, or skip into the next field)."""
+    # ProduceRequest v9, no topics; tagged field of ProduceResponse v10: node_endpoints
+    base = encode("ProduceResponse", 10, {"responses": [], "throttle_time_ms": 0})
+    assert base.endswith(b"\x00")
+    endpoint = b"\x00\x00\x00\x01" + b"\x02h" + b"\x00\x00\x23\x84" + b"\x00" + b"\x00"
+    value = b"\x02" + endpoint  # a compact array of one NodeEndpoint
+    good = base[:-1] + b"\x01" + b"\x00" + bytes([len(value)]) + value
+    decoded, pos = decoder("ProduceResponse", 10)(good, 0)
+    assert pos == len(good)
+    assert decoded["node_endpoints"] == [{"node_id": 1, "host": "h", "port": 9092, "rack": None}]
+    short = base[:-1] + b"\x01" + b"\x00" + bytes([len(value) + 2]) + value + b"\x00\x00"
+    long = base[:-1] + b"\x01" + b"\x00" + bytes([len(value) - 3]) + value
+    for bad in (short, long):
+        with pytest.raises(DecodeError):
+            decoder("ProduceResponse", 10)(bad, 0)
+
+
 def test_unknown_versions_are_refused() -> None:
     with pytest.raises(DecodeError):
         decoder("ProduceRequest", 12)
