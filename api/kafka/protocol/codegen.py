@@ -8,8 +8,10 @@ statement per field, and compiles it once (on first use, then cached):
 
 Messages are plain dicts keyed by the snake_case field names (``topics``,
 ``partition_index``); a decoded message holds every field of its definition, those its
-version lacks at their defaults, so handlers need not know the version. An encoder
-takes what the dict holds and the field's default for what it does not.
+version lacks at their defaults (a struct's default is the dict of its fields'
+defaults), so handlers need not know the version. An encoder takes what the dict holds
+and the field's default for what it does not; it skips fields the version lacks and
+raises ValueError for a null where the version has none (or a UUID not of 16 bytes).
 
 Generated straight-line code avoids what an interpreter of the definitions pays per
 field (a type dispatch, a version check, a loop over field objects): measured in
@@ -241,7 +243,7 @@ def _encode_value(src: _Source, d: int, f: Field, version: int, flexible: bool, 
     if f.is_array:
         null = b"\x00" if compact else b"\xff\xff\xff\xff"
         src.add(d, f"if {value} is None:")
-        src.add(d + 1, f"{out} += {null!r}")
+        _null(src, d + 1, f.name, version, nullable, null, out)
         src.add(d, "else:")
         if compact:
             src.add(d + 1, f"{out} += _uv(len({value}) + 1)")
@@ -252,7 +254,7 @@ def _encode_value(src: _Source, d: int, f: Field, version: int, flexible: bool, 
         if f.is_struct:
             src.add(d + 2, f"{structs[f.element]}({item}, {out}, parts)")
         else:
-            _encode_scalar(src, d + 2, f.element, False, compact, item, out)
+            _encode_scalar(src, d + 2, f.element, f.name, version, False, compact, item, out)
     elif f.is_struct:
         if nullable:
             src.add(d, f"if {value} is None:")
@@ -263,21 +265,36 @@ def _encode_value(src: _Source, d: int, f: Field, version: int, flexible: bool, 
         else:
             src.add(d, f"{structs[f.element]}({value} or _EMPTY, {out}, parts)")
     else:
-        _encode_scalar(src, d, f.type, nullable, compact, value, out)
+        _encode_scalar(src, d, f.type, f.name, version, nullable, compact, value, out)
 
 
-def _encode_scalar(src: _Source, d: int, kind: str, nullable: bool, compact: bool, value: str,
-                   out: str) -> None:
+def _null(src: _Source, d: int, name: str, version: int, nullable: bool, null: bytes,
+          out: str) -> None:
+    """The null marker, or (as Kafka's encoder) an error where the version has no null:
+    its readers would refuse the message."""
+    if nullable:
+        src.add(d, f"{out} += {null!r}")
+    else:
+        src.add(d, f"raise _VE('{name}: null in v{version}, where it is not nullable')")
+
+
+def _encode_scalar(src: _Source, d: int, kind: str, name: str, version: int, nullable: bool,
+                   compact: bool, value: str, out: str) -> None:
     if kind in _FIXED:
         src.add(d, f"{out} += {_PACK[kind]}({value})")
     elif kind == "bool":
         src.add(d, f"{out} += b'\\x01' if {value} else b'\\x00'")
     elif kind == "uuid":
-        src.add(d, f"{out} += {value} or _ZERO_UUID")
+        src.add(d, f"if {value} is None:")  # Kafka's zero UUID: no id
+        src.add(d + 1, f"{out} += _ZERO_UUID")
+        src.add(d, f"elif len({value}) == 16:")
+        src.add(d + 1, f"{out} += {value}")
+        src.add(d, "else:")
+        src.add(d + 1, f"raise _VE('{name}: a UUID is 16 bytes, not ' + str(len({value})))")
     elif kind in ("string", "bytes", "records"):
         null = b"\x00" if compact else (b"\xff\xff" if kind == "string" else b"\xff\xff\xff\xff")
         src.add(d, f"if {value} is None:")
-        src.add(d + 1, f"{out} += {null!r}")
+        _null(src, d + 1, name, version, nullable, null, out)
         src.add(d, "else:")
         if kind == "string":
             src.add(d + 1, f"s = {value}.encode()")
@@ -392,7 +409,7 @@ def _compile(message: Message, version: int, direction: str) -> Callable[..., An
         "_I32": I32.unpack_from, "_U32": U32.unpack_from, "_I64": I64.unpack_from,
         "_F64": F64.unpack_from, "_P8": I8.pack, "_P16": I16.pack, "_P32": I32.pack,
         "_P64": I64.pack, "_U16P": U16.pack, "_U32P": U32.pack, "_F64P": F64.pack,
-        "_ruv": read_uvarint, "_uv": encode_uvarint, "_DE": DecodeError,
+        "_ruv": read_uvarint, "_uv": encode_uvarint, "_DE": DecodeError, "_VE": ValueError,
         "_BYTES": (bytes, bytearray, memoryview), "_EMPTY": {}, "_ZERO_UUID": bytes(16),
         **src.consts,
     }

@@ -245,6 +245,33 @@ def test_a_tagged_field_must_fill_exactly_its_size() -> None:
             decoder("ProduceResponse", 10)(bad, 0)
 
 
+@pytest.mark.parametrize(("name", "version", "obj", "field"), [
+    ("ProduceRequest", 9, {"transactional_id": None, "acks": 1, "timeout_ms": 1,
+                           "topic_data": None}, "topic_data"),
+    ("ProduceRequest", 9, {"transactional_id": None, "acks": 1, "timeout_ms": 1,
+                           "topic_data": [{"name": None, "partition_data": []}]}, "name"),
+    ("MetadataRequest", 0, {"topics": None}, "topics"),
+    ("SaslAuthenticateRequest", 1, {"auth_bytes": None}, "auth_bytes"),
+    ("HeartbeatRequest", 4, {"group_id": None, "generation_id": 1, "member_id": "m"}, "group_id"),
+])
+def test_encoding_null_where_the_version_has_none_is_refused(name: str, version: int, obj: dict,
+                                                             field: str) -> None:
+    """Kafka's encoder throws on null in a non-nullable version; writing it would send
+    bytes every reader refuses."""
+    with pytest.raises(ValueError, match=field):
+        encode(name, version, obj)
+
+
+def test_a_uuid_must_be_16_bytes() -> None:
+    obj = {"topics": [{"topic_id": b"\x01" * 15, "name": "t"}], "allow_auto_topic_creation": False,
+           "include_topic_authorized_operations": False}
+    with pytest.raises(ValueError, match="topic_id"):
+        encode("MetadataRequest", 12, obj)
+    obj["topics"][0]["topic_id"] = None  # None is the zero UUID (Kafka's "no id")
+    decoded, _ = decoder("MetadataRequest", 12)(encode("MetadataRequest", 12, obj), 0)
+    assert decoded["topics"][0]["topic_id"] == bytes(16)
+
+
 def test_unknown_versions_are_refused() -> None:
     with pytest.raises(DecodeError):
         decoder("ProduceRequest", 12)
