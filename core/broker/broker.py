@@ -40,6 +40,7 @@ from core.broker.consumer.wire import serve_call
 from core.broker.controller.controlled_shutdown import ControlledShutdown
 from core.broker.controller.controller import Controller
 from core.broker.errors import NotControllerError, TopicAlreadyExistsError, UnknownTopicError
+from core.broker.group.classic import ClassicGroups
 from core.broker.idempotency.producer import IdempotentProducer, IdempotentRequest
 from core.broker.idempotency.router import serve as serve_idempotency
 from core.broker.metadata.cache import MetadataCache, TopicMetadata
@@ -146,6 +147,12 @@ class Broker:
         self._registration_check: asyncio.Task[list[BrokerRegistration]] | None = None
         self._reactions: set[asyncio.Future[object]] = set()  # metadata changes being applied
         self._closing = False  # stop() is closing what the reactions use
+
+    @property
+    def classic_groups(self) -> ClassicGroups:
+        """Kafka clients' group calls (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+        OffsetCommit...) for the groups coordinated here; never forwarded."""
+        return self.consumers.classic
 
     # --- lifecycle ----------------------------------------------------------------------
 
