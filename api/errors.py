@@ -143,6 +143,8 @@ ERROR_TABLE: dict[type[FranzError], ErrorSpec] = {
     be.IllegalConsumerStateError: ErrorSpec(409, ErrorCode.ILLEGAL_STATE, "Illegal state."),
     be.GroupMaxSizeReachedError: ErrorSpec(
         409, ErrorCode.ILLEGAL_STATE, "The consumer group has reached its max size."),
+    be.InconsistentGroupProtocolError: ErrorSpec(  # Kafka clients' assignors, not franz's
+        409, ErrorCode.ILLEGAL_STATE, "The consumer group's members use other assignors."),
     be.NoOffsetForPartitionError: ErrorSpec(
         409, ErrorCode.ILLEGAL_STATE, "No committed offset and auto.offset.reset is none."
     ),

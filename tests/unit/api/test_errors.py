@@ -37,6 +37,7 @@ from core.storage import errors as se
         (be.UnknownMemberIdError("m"), 404, 40403),
         (be.ConsumerAlreadyExistsError("x"), 409, 40902),
         (be.IllegalConsumerStateError("x"), 409, 40903),
+        (be.InconsistentGroupProtocolError("x"), 409, 40903),
         (be.InvalidConsumerConfigError("x"), 422, 42204),
         (se.MessageTooLargeError("x"), 413, 413),
         (se.RecordBatchTooLargeError("x"), 413, 413),
