@@ -123,7 +123,8 @@ def test_topic_created_through_one_broker_is_seen_by_all(cluster: list[BrokerPro
     assert sorted(st["isr"]) == [0, 1, 2] and st["leader"] == assignment["partitions"]["0"][0]
     assert sorted(zk_client.get_children("/brokers/ids")) == ["0", "1", "2"]
     assert json.loads(zk_client.get("/controller")[0])["brokerid"] == 0
-    assert json.loads(zk_client.get("/brokers/ids/1")[0])["port"] == cluster[1].port
+    registration = json.loads(zk_client.get("/brokers/ids/1")[0])
+    assert registration["endpoints"] == [f"HTTP://127.0.0.1:{cluster[1].port}"]
     # __consumer_offsets waited for offsets.topic.replication.factor (3) live brokers
     offsets = wait_until(lambda: zk_client.exists("/brokers/topics/__consumer_offsets"), 10,
                        "__consumer_offsets")

@@ -1,7 +1,8 @@
 """Two real ``franz broker`` processes whose only listener is https with client
-certificates required: they register ``SSL://`` endpoints in ZooKeeper and call each
-other over mutual TLS (each presents its keystore, verifies the other's with the
-truststore), so an acks=all produce to a topic with two in-sync replicas succeeds."""
+certificates required: they register ``HTTPS://`` endpoints (mapped to SSL) in ZooKeeper
+and call each other over mutual TLS (each presents its keystore, verifies the other's
+with the truststore), so an acks=all produce to a topic with two in-sync replicas
+succeeds."""
 
 from __future__ import annotations
 
@@ -78,8 +79,8 @@ def test_brokers_register_ssl_endpoints(tls_cluster: list[TlsBroker]) -> None:
     try:
         for b in tls_cluster:
             doc = json.loads(zk.get(f"/brokers/ids/{b.broker_id}")[0])
-            assert doc["endpoints"] == [f"SSL://127.0.0.1:{b.port}"]
-            assert doc["listener_security_protocol_map"] == {"SSL": "SSL"}
+            assert doc["endpoints"] == [f"HTTPS://127.0.0.1:{b.port}"]
+            assert doc["listener_security_protocol_map"] == {"HTTPS": "SSL"}
             assert (doc["host"], doc["port"]) == (None, -1)
     finally:
         zk.stop()

@@ -261,9 +261,9 @@ async def test_registration_is_ephemeral_kafka_json_with_czxid_epoch(
     _, stat = raw.get("/brokers/ids/1")
     assert reg == BrokerRegistration(1, "h1", 9092, "r1", clock.now_ms(), stat.czxid)
     assert stat.ephemeralOwner != 0
-    assert raw_json(raw, "/brokers/ids/1") == {
-        "version": 5, "host": "h1", "port": 9092, "endpoints": ["PLAINTEXT://h1:9092"],
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "jmx_port": -1,
+    assert raw_json(raw, "/brokers/ids/1") == {  # no Kafka endpoint: host null, port -1
+        "version": 5, "host": None, "port": -1, "endpoints": ["HTTP://h1:9092"],
+        "listener_security_protocol_map": {"HTTP": "PLAINTEXT"}, "jmx_port": -1,
         "timestamp": str(clock.now_ms()), "rack": "r1", "features": {}}
     other = await store.register_broker(BrokerRegistration(2, "h2", 9093, timestamp_ms=5))
     assert "rack" not in raw_json(raw, "/brokers/ids/2")

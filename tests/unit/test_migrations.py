@@ -52,13 +52,13 @@ def _controller_rows(url: str) -> list[tuple[int | None, int]]:
 
 def test_single_head() -> None:
     script = ScriptDirectory.from_config(migrations.alembic_config("sqlite://"))
-    assert script.get_heads() == ["0004"]
+    assert script.get_heads() == ["0005"]
 
 
 def test_upgrade_downgrade_upgrade(db_url: str) -> None:
     migrations.upgrade_to_head(db_url)
     assert _tables(db_url) == TABLES
-    assert _current_revision(db_url) == "0004"
+    assert _current_revision(db_url) == "0005"
     assert _controller_rows(db_url) == [(None, 0)]
 
     migrations.downgrade_to(db_url, "base")
@@ -73,7 +73,7 @@ def test_upgrade_downgrade_upgrade(db_url: str) -> None:
 def test_upgrade_is_idempotent(db_url: str) -> None:
     migrations.upgrade_to_head(db_url)
     migrations.upgrade_to_head(db_url)
-    assert _current_revision(db_url) == "0004"
+    assert _current_revision(db_url) == "0005"
     assert _controller_rows(db_url) == [(None, 0)]
 
 

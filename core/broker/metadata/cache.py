@@ -74,6 +74,18 @@ class MetadataCache:
         reg = self.brokers.get(broker_id)
         return None if reg is None else (reg.host, reg.port)
 
+    def kafka_endpoints_of(self, listener: str) -> list[tuple[int, str, int, str | None]]:
+        """(broker id, host, port, rack) of every live broker with a Kafka listener named
+        ``listener``, by broker id: what a Metadata request that came in on that listener
+        answers (Kafka leaves out the brokers without one)."""
+        found = []
+        for broker_id in sorted(self.brokers):
+            reg = self.brokers[broker_id]
+            endpoint = reg.kafka_endpoint(listener)
+            if endpoint is not None:
+                found.append((broker_id, endpoint.host, endpoint.port, reg.rack))
+        return found
+
     def leader_of(self, topic: str, partition: int) -> int:
         """The leader the metadata names for a partition; -1 when none or unknown."""
         meta = self.topics.get(topic)

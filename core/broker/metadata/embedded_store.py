@@ -5,7 +5,9 @@ Kafka's ZooKeeper layout mapped to tables (schema: ``migrations/versions/0001_*`
     ZooKeeper                                  table             columns
     /cluster/id                                cluster           id (one row)
     /controller, /controller_epoch             controller        broker_id (NULL: none), epoch (one row)
-    /brokers/ids/<id>                          brokers           one row per registration
+    /brokers/ids/<id>                          brokers           one row per registration (its
+                                                                 HTTP host and port; its Kafka
+                                                                 endpoints as a JSON array)
     /brokers/topics/<t>                        topics            name, topic_id, created_ms
       (its partition -> replicas map)          topic_partitions  replicas (JSON array)
     /brokers/topics/<t>/partitions/<p>/state   topic_partitions  leader, leader_epoch, isr (JSON
@@ -59,6 +61,7 @@ from core.broker.metadata.rules import check_states_within, new_cluster_id, part
 from core.broker.metadata.store import (
     BadVersionError,
     BrokerRegistration,
+    Endpoint,
     EventKind,
     Listener,
     MetadataEvent,
@@ -94,6 +97,7 @@ BROKERS = sa.Table(
     sa.Column("rack", sa.String(255), nullable=True),
     sa.Column("timestamp_ms", sa.BigInteger(), nullable=False),
     sa.Column("epoch", sa.BigInteger(), nullable=False),
+    sa.Column("kafka_endpoints", sa.Text(), nullable=True),  # JSON (0005); NULL: none
 )
 TOPICS = sa.Table(
     "topics", METADATA,
@@ -368,7 +372,8 @@ class EmbeddedMetadataStore:
                 released = _release_controller(conn, reg.broker_id)
             conn.execute(sa.insert(BROKERS).values(
                 broker_id=stored.broker_id, host=stored.host, port=stored.port, rack=stored.rack,
-                timestamp_ms=stored.timestamp_ms, epoch=stored.epoch))
+                timestamp_ms=stored.timestamp_ms, epoch=stored.epoch,
+                kafka_endpoints=_endpoints_json(stored.kafka_endpoints)))
         return stored, released
 
     def _unregister_broker(self, broker_id: int) -> tuple[bool, int | None]:
@@ -381,7 +386,8 @@ class EmbeddedMetadataStore:
     def _live_brokers(self) -> list[BrokerRegistration]:
         with self._read() as conn:
             rows = conn.execute(sa.select(BROKERS).order_by(BROKERS.c.broker_id)).all()
-        return [BrokerRegistration(r.broker_id, r.host, r.port, r.rack, r.timestamp_ms, r.epoch)
+        return [BrokerRegistration(r.broker_id, r.host, r.port, r.rack, r.timestamp_ms, r.epoch,
+                                   kafka_endpoints=_endpoints_of(r.kafka_endpoints))
                 for r in rows]
 
     def _try_elect(self, broker_id: int) -> int | None:
@@ -604,6 +610,26 @@ def _replicas_of(conn: Connection, topic: str) -> dict[int, tuple[int, ...]]:
     rows = conn.execute(sa.select(tp.c.partition, tp.c.replicas)
                         .where(tp.c.topic == topic).order_by(tp.c.partition)).all()
     return {r.partition: tuple(json.loads(r.replicas)) for r in rows}
+
+
+def _endpoints_json(endpoints: tuple[Endpoint, ...]) -> str | None:
+    """A registration's Kafka endpoints as the ``kafka_endpoints`` column; NULL for none."""
+    if not endpoints:
+        return None
+    return json.dumps([{"listener": e.listener, "host": e.host, "port": e.port,
+                        "security_protocol": e.security_protocol} for e in endpoints],
+                      separators=(",", ":"))
+
+
+def _endpoints_of(text: str | None) -> tuple[Endpoint, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(Endpoint(str(e["listener"]), str(e["host"]), int(e["port"]),
+                              str(e["security_protocol"])) for e in json.loads(text))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise MetadataStoreError(f"brokers.kafka_endpoints is not what franz writes: "
+                                 f"{text[:200]!r}") from exc
 
 
 def _state_columns(state: PartitionState) -> dict[str, object]:

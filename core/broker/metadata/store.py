@@ -38,7 +38,22 @@ class BrokerIdInUseError(FranzError):
 
 
 @dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One Kafka listener a broker advertises to Kafka clients (``kafka.advertised.listeners``;
+    ``endpoints`` and ``listener_security_protocol_map`` of ``/brokers/ids/<id>``)."""
+
+    listener: str  # its name, upper case: PLAINTEXT, SASL_SSL or the operator's own
+    host: str
+    port: int
+    security_protocol: str  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerRegistration:
+    """A live broker: ``host``/``port``/``scheme`` are its first HTTP listener, the one
+    other brokers call; ``kafka_endpoints`` are the Kafka listeners it advertises (none
+    when its Kafka door is off, or for a registration written before franz had one)."""
+
     broker_id: int
     host: str
     port: int
@@ -46,6 +61,12 @@ class BrokerRegistration:
     timestamp_ms: int = 0
     epoch: int = 0  # broker epoch (czxid in ZooKeeper); set by the store
     scheme: str = "http"  # of its first listener: how other brokers call it ("https": TLS)
+    kafka_endpoints: tuple[Endpoint, ...] = ()
+
+    def kafka_endpoint(self, listener: str) -> Endpoint | None:
+        """Its endpoint on the Kafka listener of that name, None without one."""
+        name = listener.upper()
+        return next((e for e in self.kafka_endpoints if e.listener == name), None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,14 +142,15 @@ def test_registered_schemes() -> None:
 def test_registration_json_carries_the_scheme_as_kafka_writes_it() -> None:
     ssl_reg = BrokerRegistration(3, "::1", 9093, timestamp_ms=7, scheme="https")
     doc = json.loads(BrokerIdZNode.encode(ssl_reg))
-    assert doc["endpoints"] == ["SSL://[::1]:9093"]
-    assert doc["listener_security_protocol_map"] == {"SSL": "SSL"}
+    assert doc["endpoints"] == ["HTTPS://[::1]:9093"]  # franz's own name, mapped to SSL
+    assert doc["listener_security_protocol_map"] == {"HTTPS": "SSL"}
     assert (doc["host"], doc["port"]) == (None, -1)  # Kafka: those of a PLAINTEXT endpoint
     assert BrokerIdZNode.decode(3, BrokerIdZNode.encode(ssl_reg), czxid=9) == \
         BrokerRegistration(3, "::1", 9093, None, 7, 9, "https")
-    plain = BrokerRegistration(4, "h", 9092, timestamp_ms=7)
+    plain = BrokerRegistration(4, "h", 8082, timestamp_ms=7)
     doc = json.loads(BrokerIdZNode.encode(plain))
-    assert doc["endpoints"] == ["PLAINTEXT://h:9092"] and (doc["host"], doc["port"]) == ("h", 9092)
+    assert doc["endpoints"] == ["HTTP://h:8082"] and (doc["host"], doc["port"]) == (None, -1)
+    assert doc["listener_security_protocol_map"] == {"HTTP": "PLAINTEXT"}
     assert BrokerIdZNode.decode(4, BrokerIdZNode.encode(plain), czxid=9).scheme == "http"
 
 

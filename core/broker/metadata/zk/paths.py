@@ -14,12 +14,17 @@ keys in Kafka's order:
                                                 "block_end":"999"}
     /brokers/ids/<id>                  (E)     {"version":5,"host":"h","port":9092,
                                                 "jmx_port":-1,"timestamp":"1700000000000",
-                                                "endpoints":["PLAINTEXT://h:9092"],
+                                                "endpoints":["PLAINTEXT://h:9092",
+                                                    "SASL_SSL://h:9094","HTTP://h:8082"],
                                                 "listener_security_protocol_map":
-                                                    {"PLAINTEXT":"PLAINTEXT"},
-                                                "rack":"r1","features":{}}  (rack only if set;
-                                                https: "host":null,"port":-1,
-                                                ["SSL://h:9093"], {"SSL":"SSL"})
+                                                    {"PLAINTEXT":"PLAINTEXT",
+                                                     "SASL_SSL":"SASL_SSL",
+                                                     "HTTP":"PLAINTEXT"},
+                                                "rack":"r1","features":{}}
+                                                (the Kafka listeners, then franz's HTTP one
+                                                as HTTP (PLAINTEXT) or HTTPS (SSL); host/port:
+                                                the first Kafka PLAINTEXT one, else null, -1;
+                                                rack only if set)
     /brokers/topics/<t>                        {"version":3,"topic_id":"...",
                                                 "partitions":{"0":[2,0,1]},
                                                 "adding_replicas":{},"removing_replicas":{}}
@@ -34,7 +39,9 @@ keys in Kafka's order:
     /admin/preferred_replica_election          {"version":1,"partitions":[{"topic":"t",
                                                 "partition":0}]}
 
-Decoders accept what older Kafka versions wrote (broker v4 without ``features``, topic
+Decoders accept what older Kafka versions wrote (broker v4 without ``features``, a broker
+registration without franz's HTTP endpoint, as Kafka and franz before its Kafka listeners
+wrote it: ``BrokerIdZNode``), topic
 v1/v2 without ``topic_id``, config change v1 with ``entity_type``/``entity_name``,
 controller v2 with ``kraftControllerEpoch``) and ignore unknown keys. A malformed
 payload raises ``MalformedZNodeError``.
@@ -47,7 +54,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
-from core.broker.metadata.store import BrokerRegistration, PartitionState, TopicAssignment
+from core.broker.metadata.store import (
+    BrokerRegistration,
+    Endpoint,
+    PartitionState,
+    TopicAssignment,
+)
 
 TOPIC_CONFIG_ENTITY = "topics"
 CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
@@ -158,11 +170,23 @@ class BrokerIdsZNode:
 
 
 class BrokerIdZNode:
-    """Version 5 (IBP >= 2.7). franz registers one endpoint per broker, its first
-    listener: ``PLAINTEXT`` for http, ``SSL`` for https. As Kafka, ``host``/``port`` are
-    those of the PLAINTEXT endpoint, null and -1 without one. Decoding takes the
-    PLAINTEXT endpoint when there is one, else the first endpoint, whose security
-    protocol (``listener_security_protocol_map``) gives the scheme."""
+    """Version 5 (IBP >= 2.7), as Kafka writes it, with franz's HTTP endpoint beside the
+    Kafka ones. ``endpoints`` lists the broker's Kafka endpoints
+    (``BrokerRegistration.kafka_endpoints``, ``PLAINTEXT://h:9092``) and then its first
+    HTTP listener, the one other franz brokers call, under a name of franz's own:
+    ``HTTP://h:8082`` (mapped to PLAINTEXT in ``listener_security_protocol_map``) or
+    ``HTTPS://h:8443`` (mapped to SSL), so that Kafka's parsers, which take only their
+    four security protocols, read it too. ``host``/``port`` are those of the first Kafka
+    endpoint whose security protocol is PLAINTEXT (Kafka's rule, for clients that read
+    them; franz's HTTP endpoint never counts: it does not speak Kafka), null and -1
+    without one.
+
+    Decoding takes the HTTP endpoint from ``HTTP``/``HTTPS`` and every other endpoint as a
+    Kafka one. A registration without them (franz before its Kafka listeners registered
+    its HTTP listener as PLAINTEXT or SSL; Kafka's own brokers) is read as before: its
+    PLAINTEXT endpoint (``host``/``port``), else the first endpoint, whose security
+    protocol gives the scheme, and no Kafka endpoints (which of the two wrote it cannot
+    be told, and an old franz broker's endpoint does not speak Kafka)."""
 
     @staticmethod
     def path(broker_id: int) -> str:
@@ -170,14 +194,18 @@ class BrokerIdZNode:
 
     @staticmethod
     def encode(reg: BrokerRegistration) -> bytes:
-        host = f"[{reg.host}]" if ":" in reg.host else reg.host  # IPv6, as Kafka formats it
-        tls = reg.scheme == "https"
-        protocol = "SSL" if tls else "PLAINTEXT"
+        http = "HTTPS" if reg.scheme == "https" else "HTTP"
+        plaintext = next((e for e in reg.kafka_endpoints if e.security_protocol == "PLAINTEXT"),
+                         None)
+        protocols = {e.listener: e.security_protocol for e in reg.kafka_endpoints}
+        protocols[http] = HTTP_LISTENERS[http]
         body: dict[str, object] = {
-            "version": 5, "host": None if tls else reg.host, "port": -1 if tls else reg.port,
+            "version": 5, "host": plaintext.host if plaintext else None,
+            "port": plaintext.port if plaintext else -1,
             "jmx_port": -1, "timestamp": str(reg.timestamp_ms),
-            "endpoints": [f"{protocol}://{host}:{reg.port}"],
-            "listener_security_protocol_map": {protocol: protocol},
+            "endpoints": [*(_endpoint(e.listener, e.host, e.port) for e in reg.kafka_endpoints),
+                          _endpoint(http, reg.host, reg.port)],
+            "listener_security_protocol_map": protocols,
         }
         if reg.rack is not None:
             body["rack"] = reg.rack
@@ -189,25 +217,45 @@ class BrokerIdZNode:
     def decode(broker_id: int, data: bytes, *, czxid: int) -> BrokerRegistration:
         """The broker epoch is the znode's czxid (not in the JSON)."""
         obj = _loads(data, BrokerIdZNode.path(broker_id))
-        host, port, scheme = obj.get("host"), int(obj.get("port", -1)), "http"
-        if host is None or port < 0:  # no PLAINTEXT listener: take the first endpoint
-            listener, host, port = _split_endpoint(str(obj["endpoints"][0]))
-            protocols = obj.get("listener_security_protocol_map") or {}
-            if str(protocols.get(listener, listener)).upper() in _TLS_PROTOCOLS:
-                scheme = "https"
+        protocols = {str(k).upper(): str(v).upper()
+                     for k, v in (obj.get("listener_security_protocol_map") or {}).items()}
+        endpoints = [_split_endpoint(str(e)) for e in obj.get("endpoints") or ()]
+        http = next((e for e in endpoints if e[0] in HTTP_LISTENERS), None)
+        kafka: tuple[Endpoint, ...] = ()
+        if http is not None:
+            name, host, port = http
+            scheme = "https" if name == "HTTPS" else "http"
+            kafka = tuple(Endpoint(n, h, p, protocols.get(n, n))
+                          for n, h, p in endpoints if n not in HTTP_LISTENERS)
+        else:  # Kafka's, or franz's before its Kafka listeners
+            host, port, scheme = obj.get("host"), int(obj.get("port", -1)), "http"
+            if host is None or port < 0:  # no PLAINTEXT listener: take the first endpoint
+                listener, host, port = endpoints[0]
+                if protocols.get(listener, listener) in _TLS_PROTOCOLS:
+                    scheme = "https"
         return BrokerRegistration(broker_id, str(host), port, rack=obj.get("rack"),
                                   timestamp_ms=int(obj.get("timestamp", 0)), epoch=czxid,
-                                  scheme=scheme)
+                                  scheme=scheme, kafka_endpoints=kafka)
 
 
+#: franz's names for its HTTP endpoint in ``/brokers/ids/<id>`` and the security
+#: protocol each is mapped to (a Kafka listener may not take these names).
+HTTP_LISTENERS = {"HTTP": "PLAINTEXT", "HTTPS": "SSL"}
 _TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+
+
+def _endpoint(listener: str, host: str, port: int) -> str:
+    """``PLAINTEXT://h:9092``, an IPv6 host in brackets (as Kafka formats it)."""
+    return f"{listener}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def _split_endpoint(endpoint: str) -> tuple[str, str, int]:
     """``SSL://h:9093`` or ``PLAINTEXT://[::1]:9092`` -> (listener name, host, port)."""
-    listener, _, hostport = endpoint.partition("://")
-    host, _, port = hostport.rpartition(":")
-    return listener, host.strip("[]"), int(port)
+    listener, sep, hostport = endpoint.partition("://")
+    host, colon, port = hostport.rpartition(":")
+    if not sep or not colon:
+        raise ValueError(f"endpoint {endpoint!r} is not NAME://HOST:PORT")
+    return listener.upper(), host.strip("[]"), int(port)
 
 
 class TopicsZNode:
