@@ -6,6 +6,11 @@ learn leadership changes from its watches), else the embedded SQLite store in th
 dir. Everything else, including the HTTP client to other brokers, is the same; the
 broker's own parts are wired in ``core.broker.assembly``.
 
+Kafka endpoints: the broker registers the Kafka listeners it advertises
+(``app.kafka_listeners``: ``kafka.advertised.listeners``, else ``kafka.listeners``) beside
+its HTTP address (``BrokerRegistration.kafka_endpoints``); Kafka clients learn them from
+Metadata answers, tools from ``/brokers/ids/<id>``.
+
 Calls to other brokers (``inter_broker_client``): a broker registers the scheme of its
 first listener with its address (``BrokerRegistration.scheme``, the ZooKeeper store
 stamps it: ``listener_scheme``), and the cluster client opens a TLS connection to an
@@ -23,11 +28,13 @@ import base64
 import logging
 import ssl
 
+from app.kafka_listeners import advertised_endpoints
 from app.listeners import (
     AUTHENTICATION_METHODS,
     ListenerConfigError,
     choice,
     listeners_of,
+    registry_listeners_of,
 )
 from app.tls import client_context
 from core.broker.admin.broker_config import BrokerConfig
@@ -36,7 +43,7 @@ from core.broker.broker import Broker
 from core.broker.cluster.client import HttpClusterClient
 from core.broker.metadata.cache import MetadataCache
 from core.broker.metadata.embedded_store import EmbeddedMetadataStore
-from core.broker.metadata.store import MetadataStore
+from core.broker.metadata.store import Endpoint, MetadataStore
 from core.broker.security.sql_store import SqlSecurityStore
 from core.broker.security.store import SecurityStore
 from core.clock import SYSTEM_CLOCK, Clock
@@ -72,8 +79,14 @@ def build_security_store(config: BrokerConfig) -> SecurityStore:
     return SqlSecurityStore(f"sqlite:///{(config.data_dir / 'metadata.db').resolve()}")
 
 
-async def build_broker(config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> Broker:
-    """A broker over ``config`` with its logs loaded, not started yet."""
+async def build_broker(config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK,
+                       kafka_endpoints: tuple[Endpoint, ...] | None = None) -> Broker:
+    """A broker over ``config`` with its logs loaded, not started yet. It registers
+    ``kafka_endpoints`` (``KafkaDoor.endpoints``) as its Kafka listeners; None: those
+    ``kafka.advertised.listeners`` gives (``app.kafka_listeners``)."""
+    if kafka_endpoints is None:  # checked before anything is opened
+        http = listeners_of(config)
+        kafka_endpoints = advertised_endpoints(config, [*http, *registry_listeners_of(config, http)])
     config.data_dir.mkdir(parents=True, exist_ok=True)
     schemes = RegisteredSchemes(default=listeners_of(config)[0].scheme)
     client = inter_broker_client(config, schemes)
@@ -81,6 +94,7 @@ async def build_broker(config: BrokerConfig, *, clock: Clock = SYSTEM_CLOCK) -> 
                                cluster_client=client,
                                security_store=build_security_store(config))
     schemes.cache = broker.cache  # before start(): no call to another broker yet
+    broker.kafka_endpoints = kafka_endpoints  # registered by start()
     return broker
 
 

@@ -27,6 +27,7 @@ import errno
 import ipaddress
 import socket
 from dataclasses import dataclass
+from typing import Protocol
 
 from core.broker.admin.broker_config import BrokerConfig
 
@@ -171,19 +172,28 @@ def check_exposure(listeners: list[Listener], config: BrokerConfig) -> None:
             "listeners.unauthenticated.allow=true to allow it")
 
 
+class Bindable(Protocol):
+    """What ``bind_listener`` needs of a listener (``Listener``, ``KafkaListener``)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+
+
 _BIND_ERRORS = {
     errno.EADDRINUSE: "port {port} is already in use (another franz, or another program: "
-                      "stop it, or change listeners / --port)",
+                      "stop it, or change {setting})",
     errno.EACCES: "permission denied (ports below 1024 need privileges)",
     errno.EADDRNOTAVAIL: "{host!r} is not an address of this machine",
 }
 
 
-def bind_listener(listener: Listener) -> list[socket.socket]:
+def bind_listener(listener: Bindable, *, setting: str = "listeners / --port") -> list[socket.socket]:
     """The listener's sockets, bound and not yet listening (the server listens on them
     when it starts): one per address its host resolves to, as asyncio's
     ``create_server`` would open. ListenerConfigError naming the listener and the reason
-    when one cannot be bound; none is left open then."""
+    (a port in use: change ``setting``) when one cannot be bound; none is left open then."""
     try:
         infos = socket.getaddrinfo(listener.host or None, listener.port,
                                    type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -203,6 +213,6 @@ def bind_listener(listener: Listener) -> list[socket.socket]:
         for sock in sockets:
             sock.close()
         reason = _BIND_ERRORS.get(exc.errno or 0, "{error}").format(
-            port=listener.port, host=listener.host, error=exc.strerror or exc)
+            port=listener.port, host=listener.host, error=exc.strerror or exc, setting=setting)
         raise ListenerConfigError(f"listener {listener} could not be opened: {reason}") from None
     return sockets

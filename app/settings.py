@@ -36,7 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from api.forwarded import forwarded_header, trusted_networks
-from app import properties
+from app import kafka_listeners, properties
 from app.listeners import Listener, parse_listeners
 from app.properties import Property
 from core.broker.admin.broker_config import BROKER_PROPERTIES, BrokerConfig
@@ -59,7 +59,6 @@ IGNORED_KAFKA_PROPERTIES: Mapping[str, str] = {
     "num.io.threads": "one event loop serves every connection",
     "socket.send.buffer.bytes": "the operating system's defaults apply",
     "socket.receive.buffer.bytes": "the operating system's defaults apply",
-    "socket.request.max.bytes": "see max.request.size and request.body.max.bytes",
     "num.recovery.threads.per.data.dir": "recovery runs on the storage thread pool",
     "transaction.state.log.replication.factor": "franz has no transactions",
     "transaction.state.log.min.isr": "franz has no transactions",
@@ -154,12 +153,18 @@ RANGES: dict[str, tuple[int, int | None]] = {
     "authentication.failures.window.ms": (1, 86_400_000),
     "authentication.failures.lockout.ms": (1, 86_400_000),
     "authentication.failures.tracked.max": (1, 10_000_000),
+    "socket.request.max.bytes": (1, 2_147_483_647),  # Kafka's: an INT, at least 1
 }
 
 #: String broker properties with a parser of their own (ValueError names the property).
 PARSERS: dict[str, Callable[[str], object]] = {
     "http.forwarded.trusted.addresses": trusted_networks,
     "http.forwarded.header": forwarded_header,
+    "kafka.listeners": kafka_listeners.check_listeners_text,
+    "kafka.advertised.listeners": kafka_listeners.check_listeners_text,
+    "listener.security.protocol.map": kafka_listeners.parse_protocol_map,
+    "sasl.enabled.mechanisms": kafka_listeners.check_sasl_mechanisms,
+    "ssl.client.auth": lambda raw: raw.strip() and kafka_listeners.check_client_auth(raw),
 }
 
 

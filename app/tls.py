@@ -27,16 +27,21 @@ _VERIFY_MODES = {"NONE": ssl.CERT_NONE, "REQUESTED": ssl.CERT_OPTIONAL,
                  "REQUIRED": ssl.CERT_REQUIRED}
 
 
-def server_context(config: BrokerConfig) -> ssl.SSLContext:
-    """The context of every https listener (see the module docstring)."""
+def server_context(config: BrokerConfig, *, client_auth: str | None = None,
+                   setting: str = "ssl.client.authentication",
+                   what: str = "an https listener") -> ssl.SSLContext:
+    """The context of every https listener (see the module docstring). The Kafka
+    listeners (``app.kafka_listeners``) give their own ``client_auth`` (NONE, REQUESTED,
+    REQUIRED), the ``setting`` it came from and ``what`` they are, for the messages."""
     keystore = _keystore(config)
     if not keystore:
-        raise ListenerConfigError("an https listener needs ssl.keystore.location (a PEM file "
+        raise ListenerConfigError(f"{what} needs ssl.keystore.location (a PEM file "
                                   "with the certificate chain and the private key)")
-    client_auth = choice(config, "ssl.client.authentication", CLIENT_AUTHENTICATION)
+    if client_auth is None:
+        client_auth = choice(config, "ssl.client.authentication", CLIENT_AUTHENTICATION)
     truststore = str(config["ssl.truststore.location"] or "")
     if client_auth != "NONE" and not truststore:
-        raise ListenerConfigError(f"ssl.client.authentication={client_auth} needs "
+        raise ListenerConfigError(f"{setting}={client_auth} needs "
                                   "ssl.truststore.location (the CAs that sign client "
                                   "certificates)")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -47,6 +47,7 @@ from core.broker.metadata.cache import MetadataCache, TopicMetadata
 from core.broker.metadata.store import (
     BrokerIdInUseError,
     BrokerRegistration,
+    Endpoint,
     EventKind,
     MetadataEvent,
     MetadataStore,
@@ -147,6 +148,9 @@ class Broker:
         self._registration_check: asyncio.Task[list[BrokerRegistration]] | None = None
         self._reactions: set[asyncio.Future[object]] = set()  # metadata changes being applied
         self._closing = False  # stop() is closing what the reactions use
+        # the Kafka listeners it registers (kafka.advertised.listeners), set before start()
+        # by the process that knows them (app.assembly); none: its Kafka door is off
+        self.kafka_endpoints: tuple[Endpoint, ...] = ()
 
     @property
     def classic_groups(self) -> ClassicGroups:
@@ -167,7 +171,8 @@ class Broker:
         try:
             await store.register_broker(BrokerRegistration(
                 self.broker_id, self.config["advertised.host"] or self.config["host"],
-                self.config["port"], timestamp_ms=self.clock.now_ms()))
+                self.config["port"], timestamp_ms=self.clock.now_ms(),
+                kafka_endpoints=self.kafka_endpoints))
         except BrokerIdInUseError as exc:  # fail fast: never two brokers with one id
             log.error("cannot start: %s", exc)
             await store.close()
@@ -329,6 +334,11 @@ class Broker:
     async def list_brokers(self) -> list[BrokerInfo]:
         return [BrokerInfo(r.broker_id, r.host, r.port, r.rack)
                 for r in sorted(self.cache.brokers.values(), key=lambda r: r.broker_id)]
+
+    def kafka_endpoints_of(self, listener: str) -> list[tuple[int, str, int, str | None]]:
+        """(broker id, host, port, rack) of every live broker with a Kafka listener named
+        ``listener``: the brokers a Metadata request that came in on it is answered."""
+        return self.cache.kafka_endpoints_of(listener)
 
     async def controller_id(self) -> int | None:
         """The broker id of the active controller, None while there is none (v3 cluster)."""

@@ -176,7 +176,10 @@ def test_a_quiet_start_and_a_data_directory_or_port_in_use(tmp_path: Path,
     # __consumer_offsets (50), __franz_idempotency (16), _schemas (1)
     assert f"67 partitions (67 internal) in {data} (new)" in summary[0], summary
     assert f"listening on http://127.0.0.1:{port}" in summary[0], summary
-    assert len(info) <= 12, info  # was about 110: two lines per offsets partition
+    # was about 110: two lines per offsets partition; Alembic's one line per schema
+    # revision (a fresh data dir runs them all) grows with the schema, not with partitions
+    per_start = [line for line in info if "alembic.runtime.migration: Running upgrade" not in line]
+    assert len(per_start) <= 9, info
 
     in_use = franz("serve", "--port", str(free_port()), "--data-dir", str(data))
     assert in_use.returncode == 1

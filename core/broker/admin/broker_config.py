@@ -69,8 +69,8 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("api.v3.produce.batch.maximum.entries", int, 10, "most entries of one v3 POST .../records:batch (1 to 50); Confluent's"),
     _p("request.body.max.bytes", int, 1048576, "largest accepted HTTP body on every route but produce"),
     _p("consumer.request.timeout.max.ms", int, 300000, "ceiling on any wait a request or a consumer instance asks for"),
-    _p("connections.max.idle.ms", int, 600000, "an HTTP connection waiting this long on its client (no request, or a request that stopped arriving) is closed; a request being answered, such as a long-poll, is not idle"),
-    _p("max.connections", int, 10000, "open HTTP connections per listener; more are answered 503 and closed (lowered, with a warning, to what the open-files limit leaves)"),
+    _p("connections.max.idle.ms", int, 600000, "an HTTP or Kafka connection waiting this long on its client (no request, or a request that stopped arriving) is closed; a request being answered, such as a long-poll, is not idle"),
+    _p("max.connections", int, 10000, "open connections per listener, HTTP or Kafka; more HTTP ones are answered 503 and closed, more Kafka ones closed (lowered, with a warning, to what the open-files limit leaves)"),
     _p("max.partitions.per.topic", int, 10000, "largest partition count a topic may be created with or grown to"),
     _p("max.partitions.per.broker", int, 50000, "partition replicas one broker may host; creations past it are refused"),
     _p("log.segment.open.files.max", int, 0, "segment .log files kept open at once (an LRU: others are opened on demand); 0: half the soft open-files limit; lowered, with a warning, to what the limit leaves"),
@@ -126,6 +126,13 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("authentication.failures.tracked.max", int, 10000, "principals, and separately client addresses, whose failures are remembered (the oldest is forgotten past it)"),
     _p("http.forwarded.trusted.addresses", str, "", "comma-separated IPs and CIDRs of reverse proxies whose forwarded headers name the client (ACL host, audit, access log, login throttle); empty: forwarded headers are never trusted"),
     _p("http.forwarded.header", str, "X-Forwarded-For", "the header the trusted proxies write: X-Forwarded-For (with X-Forwarded-Proto) or Forwarded (RFC 7239); the other is ignored"),
+    # --- Kafka front door: Kafka's own protocol (docs/cli.md "Kafka listeners") ---
+    _p("kafka.listeners", str, None, "comma-separated NAME://HOST:PORT listeners that speak Kafka's protocol; NAME is PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL or a name of listener.security.protocol.map; default: PLAINTEXT://127.0.0.1:9092 for franz serve, none for franz broker; empty: the Kafka protocol off"),
+    _p("kafka.advertised.listeners", str, "", "the NAME://HOST:PORT of kafka.listeners (some or all of their names) that Kafka clients are told in Metadata and /brokers/ids/<id> lists; empty: kafka.listeners, a wildcard host (empty, 0.0.0.0, ::) replaced by advertised.host, else this machine's canonical host name"),
+    _p("listener.security.protocol.map", str, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "comma-separated NAME:PROTOCOL pairs: the security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) of each Kafka listener name; Kafka's"),
+    _p("sasl.enabled.mechanisms", str, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms offered on SASL_PLAINTEXT and SASL_SSL Kafka listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, and OAUTHBEARER are not supported)"),
+    _p("ssl.client.auth", str, "", "client certificates on SSL Kafka listeners: none, requested or required (Kafka's); empty: as ssl.client.authentication. SASL_SSL listeners ask for none, as Kafka's without a listener prefix"),
+    _p("socket.request.max.bytes", int, 104857600, "largest Kafka request a connection may send (its size prefix); a larger one closes the connection; Kafka's"),
     # --- HTTP front door (docs/http.md) ---
     _p("access.control.allow.origin", str, "", "CORS: comma-separated origins allowed to call the API from a browser (* any; a * inside an origin matches any text there); empty: CORS off; Confluent's"),
     _p("access.control.allow.methods", str, "", "CORS: comma-separated methods allowed to cross-origin callers; empty: GET,POST,HEAD; Confluent's"),
@@ -219,7 +226,9 @@ def broker_config_entries(config: BrokerConfig) -> list[ConfigEntry]:
     """The broker property table, then the log properties that default topic keys
     (``log.retention.hours``, ``message.max.bytes``, ...), then any other log property
     set; STATIC_BROKER_CONFIG when set (or, for the table, differing from the default)."""
-    def text(v: object) -> str:
+    def text(v: object) -> str | None:
+        if v is None:  # no default of its own (kafka.listeners: the command's)
+            return None
         return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
     entries: dict[str, ConfigEntry] = {}
