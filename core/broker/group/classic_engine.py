@@ -529,8 +529,9 @@ class ClassicRebalance:
                 outcome = await self._join_existing(group, req)
         if isinstance(outcome, JoinGroupResult):
             return outcome
-        cap = (min(max(req.rebalance_timeout_ms, 0), MAX_REBALANCE_TIMEOUT_MS)
-               + self.initial_rebalance_delay_ms + WAIT_MARGIN_MS)
+        own = min(max(req.rebalance_timeout_ms, 0), MAX_REBALANCE_TIMEOUT_MS)
+        cap = max(own, self._rebalance_timeout(group)) + self.initial_rebalance_delay_ms \
+            + WAIT_MARGIN_MS  # the barrier waits for the slowest member's timeout
         result: JoinGroupResult = await _await(outcome, cap, "the join phase")
         return result
 
