@@ -34,9 +34,12 @@ from api.app import create_app
 from api.forwarded import HEADER_PROPERTY, forwarded_header, trusted_networks
 from api.forwarded import PROPERTY as TRUSTED_PROPERTY
 from api.health import StartupGate
+from api.kafka.server import KafkaServer
 from api.schema_registry.listener import registry_only
+from api.security.authentication import login_throttle
 from app.assembly import build_broker
 from app.http_protocol import BufferedTlsHttpProtocol, CoalescingHttpToolsProtocol, ConnectionLimits
+from app.kafka_listeners import KafkaDoor, KafkaListener, kafka_limits_of, open_kafka_door
 from app.listeners import (
     Listener,
     ListenerConfigError,
@@ -97,9 +100,15 @@ async def serve(config: BrokerConfig) -> None:
     check_exposure(every, config)
     tls = server_context(config) if any(lsn.is_tls for lsn in every) else None
     open_files = raise_open_files_limit()
-    max_connections, idle_s = _connection_settings(config, len(every))
     _check_forwarded(config)
     sockets = _bind_all(every)
+    try:
+        door = open_kafka_door(config, every)
+        max_connections, idle_s = _connection_settings(config, len(every) + len(door.listeners))
+    except ListenerConfigError:
+        for sock in (s for socks in sockets for s in socks):
+            sock.close()
+        raise
     fresh = _is_fresh(config.data_dir)
     gate = StartupGate(step="loading logs")
     apps: list[object] = [gate] * len(listeners)
@@ -110,16 +119,26 @@ async def serve(config: BrokerConfig) -> None:
     tasks = [asyncio.get_running_loop().create_task(server.serve(sockets=socks))
              for server, socks in zip(servers, sockets, strict=True)]
     broker: Broker | None = None
+    kafka: KafkaServer | None = None
     try:
-        broker = await _start_broker(config, gate)
-        gate.open(create_app(broker))
+        broker = await _start_broker(config, gate, door)
+        app = create_app(broker)
+        gate.open(app)
+        if door:
+            kafka = KafkaServer(broker, limits=kafka_limits_of(config, max_connections=max_connections),
+                                throttle=login_throttle(app))
+            for sock, info, door_tls in door.listener_infos():
+                await kafka.start(sock, info, ssl_context=door_tls)
         _freeze_startup_heap()
-        log.info("%s", _summary(broker, listeners, registry, fresh=fresh,
+        log.info("%s", _summary(broker, listeners, registry, door.listeners, fresh=fresh,
                                 open_files=open_files, seconds=time.monotonic() - started))
         await _serve_all(tasks, every)
     finally:
         if broker is not None:  # leadership moves away while followers can still fetch
             await broker.hand_off_leadership()
+        if kafka is not None:
+            await kafka.stop()
+        door.close()
         await _stop_all(servers, tasks)
         if broker is not None:
             await broker.stop()
@@ -157,11 +176,11 @@ def _is_fresh(data_dir: Path) -> bool:
         return False
 
 
-async def _start_broker(config: BrokerConfig, gate: StartupGate) -> Broker:
+async def _start_broker(config: BrokerConfig, gate: StartupGate, door: KafkaDoor) -> Broker:
     """The started broker; StartError when it cannot start (the data directory in use,
     the broker id taken, the metadata store unreachable, a storage or file error)."""
     try:
-        broker = await build_broker(config)
+        broker = await build_broker(config, kafka_endpoints=door.endpoints)
         gate.step = "joining the cluster" if config["zookeeper.connect"] else "starting"
         await broker.start()
     except (FranzError, OSError) as exc:
@@ -170,8 +189,8 @@ async def _start_broker(config: BrokerConfig, gate: StartupGate) -> Broker:
     return broker
 
 
-def _summary(broker: Broker, listeners: list[Listener], registry: list[Listener], *,
-             fresh: bool, open_files: int, seconds: float) -> str:
+def _summary(broker: Broker, listeners: list[Listener], registry: list[Listener],
+             kafka: list[KafkaListener], *, fresh: bool, open_files: int, seconds: float) -> str:
     """The one INFO line of a start."""
     partitions = broker.replica_manager.partitions
     internal = sum(1 for tp in partitions if is_internal_topic(tp.topic))
@@ -179,7 +198,7 @@ def _summary(broker: Broker, listeners: list[Listener], registry: list[Listener]
     also = f", the Schema Registry alone on {', '.join(map(str, registry))}" if registry else ""
     return (f"franz broker {broker.broker_id} ready in {seconds:.2f} s: {len(partitions)} "
             f"partitions ({internal} internal) in {where}, cluster {broker.cluster_id}; "
-            f"listening on {', '.join(map(str, listeners))}{also}; open-files limit "
+            f"listening on {', '.join(map(str, [*listeners, *kafka]))}{also}; open-files limit "
             f"{open_files}")
 
 

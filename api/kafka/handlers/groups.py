@@ -16,6 +16,12 @@ from api.kafka.apis import api
 from api.kafka.context import RequestContext
 from api.kafka.handlers.cluster import brokers_of
 from core.broker.errors import GroupIdNotFoundError
+from core.broker.group.classic_types import (
+    JoinGroupRequest,
+    LeavingMember,
+    OffsetCommitEntry,
+    SyncGroupRequest,
+)
 from core.broker.group.consumer_protocol import encode_assignment, encode_subscription
 from core.broker.group.hashing import coordinator_partition
 from core.broker.security.acl import Operation, ResourceType
@@ -175,3 +181,141 @@ async def delete_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, A
         except FranzError as exc:
             answer["error_code"] = errors.code_of(exc)
     return {"throttle_time_ms": 0, "results": out}
+
+
+# --- the classic group protocol -----------------------------------------------------------
+
+
+def _member_id_of(exc: BaseException, fallback: str) -> str:
+    return getattr(exc, "member_id", None) or fallback
+
+
+@api("JoinGroup", 0, 9)
+async def join_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    group_id, member_id = req["group_id"], req["member_id"]
+
+    def fail(code: int, member: str) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "error_code": code, "generation_id": -1,
+                "protocol_type": None, "protocol_name": None if ctx.version >= 7 else "",
+                "leader": "", "skip_assignment": False, "member_id": member, "members": []}
+
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, group_id):
+        return fail(errors.GROUP_AUTHORIZATION_FAILED, member_id)
+    session_ms = int(req["session_timeout_ms"])
+    join = JoinGroupRequest(
+        group_id=group_id, session_timeout_ms=session_ms,
+        rebalance_timeout_ms=int(req["rebalance_timeout_ms"]) if ctx.version >= 1 else session_ms,
+        member_id=member_id, protocol_type=req["protocol_type"],
+        protocols=tuple((p["name"], bytes(p["metadata"])) for p in req["protocols"]),
+        group_instance_id=req["group_instance_id"], reason=req["reason"],
+        client_id=ctx.client_id or "", client_host=f"/{ctx.session.host}",
+        require_known_member_id=ctx.version >= 4, supports_skip_assignment=ctx.version >= 9)
+    try:
+        got = await ctx.broker.classic_groups.join_group(join)
+    except FranzError as exc:
+        return fail(errors.code_of(exc), _member_id_of(exc, member_id))
+    return {"throttle_time_ms": 0, "error_code": 0, "generation_id": got.generation_id,
+            "protocol_type": got.protocol_type, "protocol_name": got.protocol_name,
+            "leader": got.leader, "skip_assignment": got.skip_assignment,
+            "member_id": got.member_id, "members": [
+                {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                 "metadata": m.metadata} for m in got.members]}
+
+
+@api("SyncGroup", 0, 5)
+async def sync_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    group_id = req["group_id"]
+
+    def fail(code: int) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "error_code": code, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
+
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, group_id):
+        return fail(errors.GROUP_AUTHORIZATION_FAILED)
+    sync = SyncGroupRequest(
+        group_id=group_id, generation_id=int(req["generation_id"]), member_id=req["member_id"],
+        group_instance_id=req["group_instance_id"], protocol_type=req["protocol_type"],
+        protocol_name=req["protocol_name"],
+        assignments=tuple((a["member_id"], bytes(a["assignment"])) for a in req["assignments"]))
+    try:
+        got = await ctx.broker.classic_groups.sync_group(sync)
+    except FranzError as exc:
+        return fail(errors.code_of(exc))
+    return {"throttle_time_ms": 0, "error_code": 0, "protocol_type": got.protocol_type,
+            "protocol_name": got.protocol_name, "assignment": got.assignment}
+
+
+@api("Heartbeat", 0, 4)
+async def heartbeat(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    group_id = req["group_id"]
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, group_id):
+        return {"throttle_time_ms": 0, "error_code": errors.GROUP_AUTHORIZATION_FAILED}
+    try:
+        await ctx.broker.classic_groups.heartbeat(group_id, int(req["generation_id"]),
+                                                  req["member_id"], req["group_instance_id"])
+    except FranzError as exc:
+        return {"throttle_time_ms": 0, "error_code": errors.code_of(exc)}
+    return {"throttle_time_ms": 0, "error_code": 0}
+
+
+@api("LeaveGroup", 0, 5)
+async def leave_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    group_id = req["group_id"]
+    leaving = [LeavingMember(req["member_id"])] if ctx.version < 3 else [
+        LeavingMember(m["member_id"], m["group_instance_id"], m["reason"]) for m in req["members"]]
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, group_id):
+        return {"throttle_time_ms": 0, "error_code": errors.GROUP_AUTHORIZATION_FAILED,
+                "members": []}
+    try:
+        results = await ctx.broker.classic_groups.leave_group(group_id, leaving)
+    except FranzError as exc:
+        return {"throttle_time_ms": 0, "error_code": errors.code_of(exc), "members": []}
+    if ctx.version < 3:  # one member: its error is the answer's
+        code = results[0].error_code if results else 0
+        return {"throttle_time_ms": 0, "error_code": code, "members": []}
+    return {"throttle_time_ms": 0, "error_code": 0, "members": [
+        {"member_id": r.member_id, "group_instance_id": r.group_instance_id,
+         "error_code": r.error_code} for r in results]}
+
+
+@api("OffsetCommit", 0, 8)
+async def offset_commit(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    group_id = req["group_id"]
+    topics = req["topics"]
+
+    def answer(codes: dict[TopicPartition, int]) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"],
+                 "error_code": codes.get(TopicPartition(t["name"], p["partition_index"]), 0)}
+                for p in t["partitions"]]} for t in topics]}
+
+    def every(code: int) -> dict[TopicPartition, int]:
+        return {TopicPartition(t["name"], p["partition_index"]): code
+                for t in topics for p in t["partitions"]}
+
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, group_id):
+        return answer(every(errors.GROUP_AUTHORIZATION_FAILED))
+    codes: dict[TopicPartition, int] = {}
+    entries: dict[TopicPartition, OffsetCommitEntry] = {}
+    for t in topics:
+        readable = ctx.allowed(Operation.READ, ResourceType.TOPIC, t["name"])
+        for p in t["partitions"]:
+            tp = TopicPartition(t["name"], p["partition_index"])
+            if not readable:
+                codes[tp] = errors.TOPIC_AUTHORIZATION_FAILED
+            elif ctx.broker.cache.topic(tp.topic) is None or \
+                    tp.partition not in ctx.broker.cache.topics[tp.topic].assignment.partitions:
+                codes[tp] = errors.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                entries[tp] = OffsetCommitEntry(int(p["committed_offset"]), p["committed_metadata"],
+                                                int(p["committed_leader_epoch"]))
+    if entries:
+        generation = int(req["generation_id_or_member_epoch"]) if ctx.version >= 1 else -1
+        try:
+            codes.update(await ctx.broker.classic_groups.commit_offsets(
+                group_id, generation, req["member_id"] or "", req["group_instance_id"], entries))
+        except FranzError as exc:
+            code = errors.code_of(exc)
+            codes.update({tp: code for tp in entries})
+    return answer(codes)
