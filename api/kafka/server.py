@@ -34,6 +34,8 @@ from api.kafka.context import ConnectionClosed, ListenerInfo, RequestContext, Se
 from api.kafka.fetch_sessions import FetchSessionCache
 from api.kafka.protocol.codegen import DecodeError, decoder, encoder
 from api.security.login_throttle import LoginThrottle
+from core.broker.security.distinguished_name import subject_dn
+from core.broker.security.principal import ANONYMOUS, Principal
 
 if TYPE_CHECKING:
     import ssl
@@ -131,6 +133,9 @@ class KafkaServer:
         peer = writer.get_extra_info("peername")
         host = peer[0] if isinstance(peer, tuple) else ""
         session = Session(host=host, authenticated=not listener.is_sasl)
+        ssl_object = writer.get_extra_info("ssl_object")
+        if ssl_object is not None and not listener.is_sasl:
+            session.principal = self._certificate_principal(ssl_object, host)
         sock = writer.get_extra_info("socket")
         if sock is not None:
             try:
@@ -207,6 +212,19 @@ class KafkaServer:
         # ApiVersions answers always use response header v0 (KIP-511)
         tagged = flexible and key != API_VERSIONS_KEY
         return _frame(correlation_id, tagged, _encode(api, version, response))
+
+    def _certificate_principal(self, ssl_object: Any, host: str) -> Principal:
+        """An SSL listener's client: its certificate's subject mapped by
+        ``ssl.principal.mapping.rules`` (as HTTPS maps it), else ANONYMOUS."""
+        der = ssl_object.getpeercert(binary_form=True)
+        if not der:
+            return ANONYMOUS
+        try:
+            subject = subject_dn(der)
+        except ValueError as exc:
+            log.warning("kafka: client certificate of %s not readable: %s", host, exc)
+            return ANONYMOUS
+        return self.broker.security.certificate_principal(subject) or ANONYMOUS
 
     def api_list(self) -> list[dict[str, int]]:
         return [{"api_key": a.key, "min_version": a.versions.low, "max_version": a.versions.high}
