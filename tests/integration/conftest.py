@@ -52,10 +52,17 @@ class FranzServer:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    kafka_port: int | None = None  # a PLAINTEXT Kafka listener there (off when None)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def bootstrap(self) -> str:
+        """The Kafka clients' ``bootstrap.servers``."""
+        assert self.kafka_port is not None, "this server has no Kafka listener"
+        return f"127.0.0.1:{self.kafka_port}"
 
     @property
     def log_path(self) -> Path:
@@ -75,6 +82,8 @@ class FranzServer:
             "--data-dir",
             str(self.data_dir),
         ]
+        if self.kafka_port is not None:
+            cmd += ["--override", f"kafka.listeners=PLAINTEXT://127.0.0.1:{self.kafka_port}"]
         for item in self.overrides:
             cmd += ["--override", item]
         self.starts += 1
@@ -144,6 +153,16 @@ def _server(
 @pytest.fixture(scope="session")
 def franz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FranzServer]:
     server = _server(tmp_path_factory, "franz", ["num.partitions=3"])
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FranzServer]:
+    """A standalone broker with a PLAINTEXT Kafka listener beside its HTTP one."""
+    server = _server(tmp_path_factory, "kafka", ["num.partitions=3"])
+    server.kafka_port = free_port()
     server.start()
     yield server
     server.stop()
