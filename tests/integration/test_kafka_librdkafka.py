@@ -28,7 +28,6 @@ from confluent_kafka.admin import (  # noqa: E402
     NewPartitions,
     NewTopic,
 )
-
 from conftest import FranzServer  # noqa: E402
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
