@@ -38,7 +38,8 @@ the data directory is touched, as ``app.listeners.bind_listener`` does for HTTP:
   ``ssl.client.auth`` without a listener prefix, KIP-684);
 - ``sasl.enabled.mechanisms``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (franz has no GSSAPI,
   Kafka's default, nor OAUTHBEARER), at least one when a SASL listener is configured;
-- limits (``kafka_limits_of``): ``socket.request.max.bytes`` (Kafka's, 100 MiB),
+- limits (``kafka_limits_of``): ``queued.max.request.bytes`` (512 MiB: the bytes of
+  requests held at once), ``socket.request.max.bytes`` (Kafka's, 100 MiB),
   ``connections.max.idle.ms`` and ``max.connections`` per listener, as for HTTP.
 
 Every refusal is a ``ListenerConfigError`` naming the property.
@@ -391,12 +392,14 @@ def kafka_limits_of(config: BrokerConfig, *, max_connections: int | None = None)
     from api.kafka.server import Limits  # noqa: PLC0415  (the codec loads with it; not for app.settings)
 
     values = {name: int(config[name]) for name in
-              ("socket.request.max.bytes", "connections.max.idle.ms", "max.connections")}
+              ("socket.request.max.bytes", "connections.max.idle.ms", "max.connections",
+               "queued.max.request.bytes")}
     for name, value in values.items():
         if value < 1:
             raise ListenerConfigError(f"{name}={value} must be at least 1")
     return Limits(max_request_bytes=values["socket.request.max.bytes"],
                   idle_ms=values["connections.max.idle.ms"],
+                  queued_request_bytes=values["queued.max.request.bytes"],
                   max_connections=max_connections or values["max.connections"])
 
 

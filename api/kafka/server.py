@@ -11,8 +11,10 @@ API key, an unsupported version (other than ApiVersions', which is answered at v
 UNSUPPORTED_VERSION and the list, as Kafka does), a body that does not decode: the
 connection is closed and nothing is done. A connection idle past
 ``connections.max.idle.ms``, or whose frame does not complete within it, is closed.
-Request bodies wait for a share of ``queued.max.request.bytes`` before they are read,
-so many large requests at once cannot exhaust memory.
+Request bodies are read as their bytes arrive, each piece taking its share of a byte
+budget (``queued.max.request.bytes``) before more is read: many large requests at once
+cannot exhaust memory, and a size prefix claiming 100 MiB holds only the bytes that
+really arrived (plus the stream's own 128 KiB buffer per connection).
 
 An answer is a list of chunks (``codegen``): bytes, and record regions that a plaintext
 connection could hand to sendfile(2).
@@ -48,6 +50,8 @@ _SIZE = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")
 API_VERSIONS_KEY = 18
 MIN_FRAME = _HEADER.size + 2  # header v1: key, version, correlation id, client id length
+FAILED_AUTHENTICATION_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms
+READ_CHUNK = 1 << 20  # at most this much of a frame is read (and budgeted) at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,18 +158,33 @@ class KafkaServer:
                     log.info("kafka: closing %s: a request of %d bytes (socket.request.max."
                              "bytes=%d)", host, size, self.limits.max_request_bytes)
                     return
-                held = await self._budget.take(size)
+                held = 0
                 try:
-                    try:
-                        frame = await asyncio.wait_for(reader.readexactly(size), idle_s)
-                    except (asyncio.IncompleteReadError, ConnectionError):
-                        return
+                    parts: list[bytes] = []
+                    remaining = size
+                    while remaining:  # the budget is taken for bytes that arrived, not
+                        try:              # for what a size prefix claims
+                            data = await asyncio.wait_for(
+                                reader.read(min(remaining, READ_CHUNK)), idle_s)
+                        except ConnectionError:
+                            return
+                        if not data:
+                            return  # the client went away mid-frame
+                        held += await self._budget.take(len(data))
+                        parts.append(data)
+                        remaining -= len(data)
+                    frame = parts[0] if len(parts) == 1 else b"".join(parts)
+                    del parts
                     answer = await self._handle(frame, listener, session)
                 finally:
-                    await self._budget.give(held)
+                    if held:
+                        await self._budget.give(held)
                 if answer is not None:
                     await self._write(writer, answer)
-                if session.close_after_answer:
+                if session.close_after_answer:  # a failed authentication, as Kafka:
+                    # closed 100 ms after its answer (connection.failed.authentication.
+                    # delay.ms), so the client reads the error before the end of stream
+                    await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
                     return
         except (TimeoutError, ConnectionClosed):
             return
@@ -200,6 +219,8 @@ class KafkaServer:
         try:
             header, pos = decoder("RequestHeader", 2 if flexible else 1)(view, 0)
             request, end = decoder(api.request, version)(view, pos)
+            if end != len(frame):
+                raise DecodeError(f"{len(frame) - end} bytes after the request's end")
         except DecodeError as exc:
             log.info("kafka: closing %s: %s v%d does not decode: %s", session.host, api.name,
                      version, exc)

@@ -133,6 +133,7 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("sasl.enabled.mechanisms", str, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms offered on SASL_PLAINTEXT and SASL_SSL Kafka listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, and OAUTHBEARER are not supported)"),
     _p("ssl.client.auth", str, "", "client certificates on SSL Kafka listeners: none, requested or required (Kafka's); empty: as ssl.client.authentication. SASL_SSL listeners ask for none, as Kafka's without a listener prefix"),
     _p("socket.request.max.bytes", int, 104857600, "largest Kafka request a connection may send (its size prefix); a larger one closes the connection; Kafka's"),
+    _p("queued.max.request.bytes", int, 536870912, "bytes of Kafka requests being read or served at once, over every connection (a request waits for its share); Kafka's, whose default -1 is unbounded"),
     # --- HTTP front door (docs/http.md) ---
     _p("access.control.allow.origin", str, "", "CORS: comma-separated origins allowed to call the API from a browser (* any; a * inside an origin matches any text there); empty: CORS off; Confluent's"),
     _p("access.control.allow.methods", str, "", "CORS: comma-separated methods allowed to cross-origin callers; empty: GET,POST,HEAD; Confluent's"),
