@@ -161,8 +161,11 @@ class Security:
             return Principal.user(user)
         return None
 
-    async def authenticate_basic(self, user: str, secret: str, *,
-                                 host: str = "") -> Principal | None:
+    async def authenticate_basic(self, user: str, secret: str, *, host: str = "",
+                                 mechanism: str | None = None) -> Principal | None:
+        """The user when ``secret`` is its password (or an API key's secret), else None
+        and an audit line; ``mechanism``: the SASL mechanism that carried the secret
+        (Kafka's PLAIN), named in that line as SCRAM's failures name theirs."""
         found = self.cached_basic(user, secret)
         if found is not None:
             return found
@@ -177,8 +180,9 @@ class Security:
         if ok and credential is not None:
             self._verified.remember(user, secret, self._clock.monotonic())
             return Principal.user(user)
+        details = {"mechanism": mechanism} if mechanism else {}
         audit("authentication", principal=f"User:{user[:255]}", host=host, result="failure",
-              reason="unknown user or wrong password")
+              reason="unknown user or wrong password", **details)
         return None
 
     def sasl_server(self, mechanism: str, *, host: str = "",
@@ -188,7 +192,7 @@ class Security:
         UnsupportedSaslMechanismError (33) otherwise. Its ``step`` raises
         SaslAuthenticationFailedError (58). See ``core.broker.security.sasl``."""
         async def plain(user: str, secret: str) -> Principal | None:
-            return await self.authenticate_basic(user, secret, host=host)
+            return await self.authenticate_basic(user, secret, host=host, mechanism="PLAIN")
 
         return sasl_server(mechanism, authenticate_plain=plain, lookup_scram=self._scram_of,
                            fake_key=self._scram_fake_key, host=host, enabled=enabled)

@@ -85,8 +85,9 @@ async def test_wrong_password_and_unknown_user_fail_alike(
                                     f"invalid credentials with SASL mechanism {mechanism}")
     assert not server.complete and server.principal is None
     lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "franz.audit"]
-    assert [(a["event"], a["result"], a["principal"], a["host"]) for a in lines] == [
-        ("authentication", "failure", f"User:{user}", "10.0.0.7")]
+    assert [(a["event"], a["result"], a["principal"], a["host"], a.get("mechanism"))
+            for a in lines] == [
+        ("authentication", "failure", f"User:{user}", "10.0.0.7", mechanism)]
     assert password not in caplog.text
 
 
