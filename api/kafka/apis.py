@@ -70,5 +70,6 @@ def load_handlers() -> dict[int, Api]:
         groups,
         offsets,
         produce,
+        sasl,
     )
     return APIS
