@@ -36,6 +36,7 @@ from api.kafka.context import ConnectionClosed, ListenerInfo, RequestContext, Se
 from api.kafka.fetch_sessions import FetchSessionCache
 from api.kafka.protocol.codegen import DecodeError, decoder, encoder
 from api.security.login_throttle import LoginThrottle
+from core.broker.security.audit import audit
 from core.broker.security.distinguished_name import subject_dn
 from core.broker.security.principal import ANONYMOUS, Principal
 
@@ -139,7 +140,11 @@ class KafkaServer:
         session = Session(host=host, authenticated=not listener.is_sasl)
         ssl_object = writer.get_extra_info("ssl_object")
         if ssl_object is not None and not listener.is_sasl:
-            session.principal = self._certificate_principal(ssl_object, host)
+            principal = self._certificate_principal(ssl_object, host)
+            if principal is None:  # a certificate no rule maps: no connection
+                writer.close()
+                return
+            session.principal = principal
         sock = writer.get_extra_info("socket")
         if sock is not None:
             try:
@@ -234,18 +239,32 @@ class KafkaServer:
         tagged = flexible and key != API_VERSIONS_KEY
         return _frame(correlation_id, tagged, _encode(api, version, response))
 
-    def _certificate_principal(self, ssl_object: Any, host: str) -> Principal:
+    def _certificate_principal(self, ssl_object: Any, host: str) -> Principal | None:
         """An SSL listener's client: its certificate's subject mapped by
-        ``ssl.principal.mapping.rules`` (as HTTPS maps it), else ANONYMOUS."""
+        ``ssl.principal.mapping.rules`` (as HTTPS maps it); ANONYMOUS without a
+        certificate (``ssl.client.auth`` none or requested). None, audited, for a
+        certificate whose subject cannot be read or that no rule maps: refused, as HTTPS
+        refuses it and Kafka's principal builder fails the connection (never ANONYMOUS,
+        which ``User:*`` ACLs would let in)."""
         der = ssl_object.getpeercert(binary_form=True)
         if not der:
             return ANONYMOUS
         try:
             subject = subject_dn(der)
         except ValueError as exc:
-            log.warning("kafka: client certificate of %s not readable: %s", host, exc)
-            return ANONYMOUS
-        return self.broker.security.certificate_principal(subject) or ANONYMOUS
+            log.warning("kafka: closing %s: its client certificate is not readable: %s",
+                        host, exc)
+            audit("authentication", principal="", host=host, result="failure",
+                  mechanism="SSL", reason="the client certificate's subject is not readable")
+            return None
+        principal = self.broker.security.certificate_principal(subject)
+        if principal is None:
+            log.info("kafka: closing %s: no ssl.principal.mapping.rules rule maps the client "
+                     "certificate %s", host, subject[:1024])
+            audit("authentication", principal="", host=host, result="failure",
+                  mechanism="SSL", subject=subject[:1024],
+                  reason="No principal mapping rule matches the client certificate.")
+        return principal
 
     def api_list(self) -> list[dict[str, int]]:
         return [{"api_key": a.key, "min_version": a.versions.low, "max_version": a.versions.high}

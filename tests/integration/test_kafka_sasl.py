@@ -29,7 +29,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,7 @@ class KafkaBroker:
     protocol: str  # the Kafka listener's security protocol
     admin: httpx.Client
     cluster_id: str
+    ports: dict[str, int] = field(default_factory=dict)  # other Kafka listeners, by name
 
     @property
     def bootstrap(self) -> str:
