@@ -43,6 +43,7 @@ class Session:
     sasl: Any = None  # the mechanism's exchange in progress
     client_software: str = ""  # from ApiVersions v3+
     close_after_answer: bool = False  # a failed authentication: answer, then close
+    zero_copy: bool = False  # plaintext: record regions go out with sendfile(2)
     state: dict[str, Any] = field(default_factory=dict)
 
 

@@ -66,6 +66,7 @@ from core.storage.errors import (
     OutOfOrderSequenceError,
     StorageError,
 )
+from core.storage.file_region import FileRegion
 from core.storage.leader_epoch import LeaderEpochCache
 from core.storage.log_validator import (
     LOG_APPEND_TIME_NAME,
@@ -601,6 +602,24 @@ class PartitionLog:
                     else empty
                 )
         return empty
+
+    def read_region(self, offset: int, max_bytes: int, *,
+                    max_offset: int | None = None) -> FileRegion | None:
+        """As ``read`` (at least one batch), as a range of one segment file for
+        sendfile(2); None when there is nothing to send. Out-of-range offsets raise as
+        ``read`` does."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self._where()}: log start "
+                f"{self.log_start_offset}, log end {self.log_end_offset}"
+            )
+        if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
+            return None
+        for i in range(max(0, bisect.bisect_right(self._bases, offset) - 1), len(self.segments)):
+            found = self.segments[i].read_region(offset, max_bytes, max_offset=max_offset)
+            if found is not None:
+                return found if found.length else None
+        return None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)``: -2 gives the log start, -1 the LEO, -3 the record with

@@ -55,6 +55,7 @@ from core.storage.batch_scan import (
 )
 from core.storage.errors import CorruptIndexError, CorruptRecordError, KafkaStorageError
 from core.storage.fd_cache import SegmentFile, descriptor_cache
+from core.storage.file_region import FileRegion
 from core.storage.index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
 from core.storage.records import decode_batch
 
@@ -475,6 +476,27 @@ class LogSegment:
         return SegmentSlice(
             pos, buf if used == len(buf) else buf[:used], first.base_offset, next_offset
         )
+
+    def read_region(self, start_offset: int, max_bytes: int, *,
+                    max_offset: int | None = None) -> FileRegion | None:
+        """As ``read_slice`` (at least the first batch), as a range of the file rather
+        than its bytes: only batch frames are read to find where it ends."""
+        first = self.locate(start_offset)
+        if first is None:
+            return None
+        if max_offset is not None and first.base_offset >= max_offset:
+            return FileRegion(self._file, first.position, 0, start_offset, start_offset)
+        budget = max(max_bytes, first.size)
+        end, nxt = first.position + first.size, first.last_offset + 1
+        stop = min(self.size, first.position + budget)
+        if stop - end >= HEADER_SIZE:
+            with self._file.pin() as fd:
+                for frame in scan_frames(fd, end, stop, large=first.size >= SCAN_CHUNK):
+                    if max_offset is not None and frame.base_offset >= max_offset:
+                        break
+                    end, nxt = frame.position + frame.size, frame.last_offset + 1
+        return FileRegion(self._file, first.position, end - first.position,
+                          first.base_offset, nxt)
 
     def find_offset_by_timestamp(
         self, timestamp: int, start_offset: int = 0

@@ -135,7 +135,7 @@ def test_an_unsupported_version_of_another_api_closes_the_connection(server: Fra
         assert closed_by_server(sock)
 
 
-@pytest.mark.parametrize("body", [b"", b"\x00\x00\x00\x05ab", b"\xff" * 40])
+@pytest.mark.parametrize("body", [b"", b"\x00\x00\x00\x05ab", b"\x00\x00\x7f\xff" + b"\xff" * 40])
 def test_a_body_that_does_not_decode_closes_the_connection(server: FranzServer, body: bytes) -> None:
     header = struct.pack(">hhih", 3, 4, 1, -1)  # Metadata v4
     with connect(server) as sock:

@@ -8,6 +8,10 @@ returned whole even when larger (KIP-74), so a client always makes progress. Whe
 answer holds fewer than ``min_bytes``, the request waits up to ``max_wait_ms`` on the
 partitions' wake-ups, the same ones REST long-polls use, then reads again.
 
+On a plaintext connection a partition's batches travel as a file region
+(``core.storage.file_region``) that the server sends with sendfile(2); data loaded at
+start whose CRCs were not checked yet, and TLS connections, take the copying read.
+
 Fetch sessions (KIP-227, ``fetch_sessions``): a client's first full fetch at epoch 0
 makes a session; later fetches name only what changed and are answered only what
 changed (records, errors, new offsets).
@@ -104,7 +108,8 @@ async def fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
 def _error(index: int, code: int) -> dict[str, Any]:
     return {"partition_index": index, "error_code": code, "high_watermark": -1,
             "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
-            "preferred_read_replica": -1, "records": None}
+            "preferred_read_replica": -1, "records": b""}  # as Kafka: empty, never null
+                                                            # (librdkafka refuses -1)
 
 
 def _read(ctx: RequestContext, wanted: dict[tuple[str, int], SessionPartition], denied: set[str],
@@ -112,6 +117,7 @@ def _read(ctx: RequestContext, wanted: dict[tuple[str, int], SessionPartition], 
     """One pass over the partitions: (answers, bytes in them, wake-ups to wait on)."""
     broker = ctx.broker
     replicas = broker.replica_manager
+    zero_copy = ctx.session.zero_copy
     answers: list[tuple[tuple[str, int], dict[str, Any]]] = []
     waiters = []
     total = 0
@@ -134,16 +140,23 @@ def _read(ctx: RequestContext, wanted: dict[tuple[str, int], SessionPartition], 
             offset = part.fetch_offset
             # past max_bytes the other partitions answer no records (KIP-74: the first
             # partition with data answers at least one batch)
-            data = p.read(offset, max(limit, 1)) if limit > 0 or total == 0 else None
+            records: Any = b""
+            high_offset = offset
+            if limit > 0 or total == 0:
+                region = p.read_region(offset, max(limit, 1)) if zero_copy else None
+                if region is not None:
+                    records, high_offset = region, region.high_offset
+                else:
+                    data = p.read(offset, max(limit, 1))
+                    records, high_offset = data.data, data.high_offset
             offs = p.offsets()
         except FranzError as exc:
             answers.append((key, _error(index, errors.code_of(exc))))
             continue
-        records = b"" if data is None else data.data
         total += len(records)
         if records:
-            broker.topic_stats.record_fetch(name, data, offset=offset,
-                                            high_watermark=offs.high_watermark)
+            broker.topic_stats.record_read(name, len(records), high_offset, offset=offset,
+                                           high_watermark=offs.high_watermark)
         else:
             waiters.append(p.data_waiters)
         answers.append((key, {

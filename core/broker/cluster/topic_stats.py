@@ -55,8 +55,15 @@ class BrokerTopicStats:
         """A read from ``offset`` returned ``data`` (whole batches). Records are counted
         from the offset asked for up to the end of the batches or the high watermark,
         whichever comes first: exact, except for the offsets compaction removed."""
-        if not data.data or is_internal_topic(topic):
+        self.record_read(topic, len(data.data), data.high_offset, offset=offset,
+                         high_watermark=high_watermark)
+
+    def record_read(self, topic: str, size: int, high_offset: int, *, offset: int,
+                    high_watermark: int) -> None:
+        """``record_fetch`` of ``size`` bytes of batches ending before ``high_offset``
+        (a Kafka Fetch's file region, sent without being read here)."""
+        if not size or is_internal_topic(topic):
             return
         counters = self._of(topic)
-        counters.bytes_out += len(data.data)
-        counters.messages_out += max(0, min(data.high_offset, high_watermark) - offset)
+        counters.bytes_out += size
+        counters.messages_out += max(0, min(high_offset, high_watermark) - offset)

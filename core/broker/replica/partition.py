@@ -54,6 +54,7 @@ from core.storage.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
 )
+from core.storage.file_region import FileRegion
 from core.storage.log import AppendInfo, FetchData, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -352,6 +353,39 @@ class Partition:
         if data.data and data.first_offset < self._verify_below:
             return self._verified(data)
         return data
+
+    def read_region(self, offset: int, max_bytes: int) -> FileRegion | None:
+        """Whole batches from ``offset`` below the HW as a range of a segment file, to
+        be sent with sendfile(2) (a consumer's Kafka Fetch). None when ``read`` must be
+        used instead: nothing to read, or the batches were on disk at load and their
+        CRCs not checked yet (``read`` checks them, and never serves a corrupt one)."""
+        self.check_online()
+        leo = self.log.log_end_offset
+        if offset > leo or offset < self.log.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.tp[0]}-{self.tp[1]}: "
+                f"valid offsets are {self.log.log_start_offset}..{leo}"
+            )
+        if offset >= self.high_watermark:
+            return None
+        try:
+            region = self.log.read_region(offset, max_bytes, max_offset=self.high_watermark)
+        except CorruptRecordError as exc:
+            log.error("%s-%d: corrupt log at offset %d: %s", *self.tp, offset, exc)
+            raise CorruptRecordError(
+                f"{self.tp[0]}-{self.tp[1]}: the log is corrupt at offset {offset} ({exc.message})"
+            ) from exc
+        except OSError as exc:
+            log.error("%s-%d: read at offset %d failed: %s", *self.tp, offset, exc)
+            raise KafkaStorageError(
+                f"cannot read {self.tp[0]}-{self.tp[1]} at offset {offset}: {_os_reason(exc)}"
+            ) from exc
+        if region is not None and region.first_offset < self._verify_below:
+            starts, ends = self._verified_starts, self._verified_ends
+            i = bisect_right(starts, region.first_offset) - 1
+            if i < 0 or ends[i] < min(region.high_offset, self._verify_below):
+                return None  # not all checked yet: ``read`` checks and serves it
+        return region
 
     # --- CRC checks of what was on disk at load ---------------------------------------
 
