@@ -427,9 +427,32 @@ def test_the_broker_answers_a_failed_login_before_it_closes(broker: KafkaBroker,
 
 
 def test_an_unsupported_mechanism_is_refused_with_the_list(broker: KafkaBroker) -> None:
+    """As Kafka: UNSUPPORTED_SASL_MECHANISM with the listener's mechanisms, then the
+    connection ends (a client starts again on a new one)."""
     with RawKafka(broker.kafka_port) as raw:
         assert raw.handshake("GSSAPI") == (33, MECHANISMS)
-        assert raw.handshake("SCRAM-SHA-256") == (0, MECHANISMS)  # the connection goes on
+        assert raw.closed()
+
+
+def test_one_connection_has_one_sasl_exchange(broker: KafkaBroker) -> None:
+    """A second SaslHandshake, mid-exchange, is ILLEGAL_SASL_STATE and ends the
+    connection: nobody restarts an exchange (a guess) on it."""
+    with RawKafka(broker.kafka_port) as raw:
+        assert raw.handshake("SCRAM-SHA-256")[0] == 0
+        code, _, first = raw.authenticate(b"n,,n=admin,r=abc")
+        assert code == 0 and first.startswith(b"r=abc")
+        assert raw.handshake("PLAIN") == (34, MECHANISMS)
+        assert raw.closed()
+    with RawKafka(broker.kafka_port) as raw:
+        assert raw.handshake("PLAIN")[0] == 0
+        assert raw.handshake("PLAIN") == (34, MECHANISMS)
+        assert raw.closed()
+    # after a login, ILLEGAL_SASL_STATE too (no re-authentication), the connection stays
+    with RawKafka(broker.kafka_port) as raw:
+        assert raw.plain("admin", ADMIN_PASSWORD) == (0, None)
+        assert raw.handshake("PLAIN") == (34, MECHANISMS)
+        metadata_v1(raw)
+        assert raw.receive() is not None
 
 
 # --- before authentication -----------------------------------------------------------------------
@@ -520,7 +543,7 @@ def test_kafka_python_reads_the_authentication_error(
     caplog.set_level(logging.WARNING, "kafka")
     conf = _kafka_python_conf(broker, mechanism, unique("nobody"), "wrong")
     with pytest.raises(KafkaTimeoutError):
-        KafkaProducer(**conf, bootstrap_timeout_ms=2000)
+        KafkaProducer(**conf, bootstrap_timeout_ms=1000)
     assert f"SaslAuthenticationFailedError: {INVALID.format(mechanism)}" in caplog.text
 
 
@@ -605,6 +628,34 @@ def test_failed_http_logins_lock_the_user_over_kafka_too(broker: KafkaBroker) ->
     error = failed_login(broker, "SCRAM-SHA-256", user, "the-Right-one", topic)
     assert "too many failed authentications; retry in " in error, error
     assert broker.end_offset(topic) == 0
+
+
+@pytest.fixture(scope="module")
+def address_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """The address limit on (3), the principal limit out of the way; only raw clients
+    from addresses of their own (127.0.0.x) fail here."""
+    b = start_broker(tmp_path_factory.mktemp("kafka-sasl-address"),
+                     lambda port: [f"kafka.listeners=SASL_PLAINTEXT://127.0.0.1:{port}"],
+                     "SASL_PLAINTEXT", ["authentication.failures.max=100",
+                                        "authentication.failures.address.max=3"])
+    yield b
+    stop_broker(b)
+
+
+def test_failed_kafka_logins_lock_the_address_over_http_too(address_broker: KafkaBroker) -> None:
+    b, guesser, bystander = address_broker, "127.0.0.5", "127.0.0.6"
+    for _ in range(3):  # three users guessed from one address
+        with RawKafka(b.kafka_port, source=guesser) as raw:
+            assert raw.plain(unique("guess"), "a-guess")[0] == 58
+    with RawKafka(b.kafka_port, source=guesser) as raw:  # any user from there
+        code, message = raw.plain("admin", ADMIN_PASSWORD)
+    assert code == 58 and message is not None and message.startswith("too many failed")
+    transport = httpx.HTTPTransport(local_address=guesser)
+    with httpx.Client(transport=transport, auth=("admin", ADMIN_PASSWORD), timeout=10) as c:
+        r = c.get(b.server.url + "/topics")
+    assert r.status_code == 429, r.text
+    with RawKafka(b.kafka_port, source=bystander) as raw:  # other addresses go on
+        assert raw.plain("admin", ADMIN_PASSWORD) == (0, None)
 
 
 def test_a_success_clears_the_count(broker: KafkaBroker) -> None:

@@ -6,7 +6,11 @@ otherwise). SaslHandshake (v1: tokens then travel in SaslAuthenticate requests; 
 tokens are not accepted) names the mechanism among the listener's
 ``sasl.enabled.mechanisms``; each SaslAuthenticate carries one token of the exchange
 (``core.broker.security.sasl``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512). A failure answers
-SASL_AUTHENTICATION_FAILED with a message and closes the connection, as Kafka does.
+SASL_AUTHENTICATION_FAILED with a message and closes the connection, as Kafka does; so
+do a mechanism the listener does not enable (UNSUPPORTED_SASL_MECHANISM, with the list)
+and a second SaslHandshake on the connection (ILLEGAL_SASL_STATE): one connection, one
+exchange. ``server.py`` closes such a connection 100 ms after the answer, as Kafka's
+``connection.failed.authentication.delay.ms``.
 """
 
 from __future__ import annotations
@@ -37,11 +41,16 @@ async def sasl_handshake(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
     session, enabled = ctx.session, enabled_mechanisms(ctx)
     if not ctx.listener.is_sasl or session.authenticated:
         return {"error_code": errors.ILLEGAL_SASL_STATE, "mechanisms": enabled}
+    if session.sasl_mechanism is not None:  # a second handshake, mid-exchange
+        session.sasl = None
+        session.close_after_answer = True
+        return {"error_code": errors.ILLEGAL_SASL_STATE, "mechanisms": enabled}
     mechanism = str(req["mechanism"])[:64].upper()
     try:
         session.sasl = ctx.broker.security.sasl_server(mechanism, host=session.host,
                                                        enabled=enabled)
-    except FranzError as exc:
+    except FranzError as exc:  # UNSUPPORTED_SASL_MECHANISM: the list, then the end
+        session.close_after_answer = True
         return {"error_code": errors.code_of(exc), "mechanisms": enabled}
     session.sasl_mechanism = mechanism
     return {"error_code": 0, "mechanisms": enabled}
