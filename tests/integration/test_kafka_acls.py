@@ -435,3 +435,105 @@ def test_a_broker_without_an_authorizer_answers_security_disabled(
                                                        KpPatternType.ANY)))
     finally:
         kp.close()
+
+
+# --- the other checks Kafka's authorizer makes ----------------------------------------------------
+
+
+def test_fetch_needs_read_on_the_topic(broker: KafkaBroker) -> None:
+    topic, group = broker.create_topic(unique("t")), unique("g")
+    assert produce_one(super_conf(broker), topic) is None
+    _, conf = new_user(broker, ("TOPIC", topic, "DESCRIBE"), ("GROUP", group, "READ"))
+    err = _consumer_error(conf, topic, group)
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+
+
+def test_offsets_and_watermarks_need_describe(broker: KafkaBroker) -> None:
+    topic, group = broker.create_topic(unique("t")), unique("g")
+    assert produce_one(super_conf(broker), topic) is None
+    _, conf = new_user(broker, ("GROUP", group, "READ"))  # nothing on the topic
+    c = Consumer({**conf, "group.id": group})
+    try:
+        with pytest.raises(KafkaException) as failed:
+            c.get_watermark_offsets(TopicPartition(topic, 0), timeout=WAIT_S)
+        # librdkafka: Metadata refused the topic, so it knows no partition of it
+        assert failed.value.args[0].code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                               KafkaError._UNKNOWN_PARTITION)
+    finally:
+        c.close()
+    name, conf = new_user(broker, ("TOPIC", topic, "DESCRIBE"))  # nothing on the group
+    c = Consumer({**conf, "group.id": group})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=WAIT_S) == (0, 1)
+    finally:
+        c.close()
+    # the group's offsets: its coordinator is not even named (librdkafka keeps asking)
+    from kafka import KafkaAdminClient
+    from kafka.errors import GroupAuthorizationFailedError
+
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap, security_protocol=broker.protocol,
+                          sasl_mechanism=MECHANISM, sasl_plain_username=name,
+                          sasl_plain_password=f"{name}-Passw0rd", request_timeout_ms=10000)
+    try:
+        with pytest.raises(GroupAuthorizationFailedError):
+            kp.list_group_offsets(group)
+    finally:
+        kp.close()
+    assert denial(broker, f"User:{name}", "DESCRIBE", f"GROUP:{group}")
+
+
+def test_an_idempotent_producer_needs_write_on_a_topic_or_idempotent_write(
+        broker: KafkaBroker) -> None:
+    topic = broker.create_topic(unique("t"))
+    _, conf = new_user(broker, ("TOPIC", topic, "WRITE"))
+    assert produce_one({**conf, "enable.idempotence": True}, topic) is None
+    _, reader = new_user(broker, ("TOPIC", topic, "READ"))
+    errors: list[KafkaError] = []
+    p = Producer({**reader, "enable.idempotence": True, "error_cb": errors.append,
+                  "message.timeout.ms": 60000})
+    try:
+        p.produce(topic, b"must not be written")
+        deadline = time.monotonic() + WAIT_S
+        while not errors and time.monotonic() < deadline:
+            try:
+                p.poll(0.1)
+            except KafkaException as exc:  # fatal for an idempotent producer
+                errors.append(exc.args[0])
+        # InitProducerId: neither IDEMPOTENT_WRITE on the cluster nor WRITE on a topic
+        assert errors and errors[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED, errors
+    finally:
+        p.purge()
+        p.flush(0)
+    assert broker.end_offset(topic) == 1
+
+
+def test_auto_creation_needs_create(broker: KafkaBroker) -> None:
+    prefix = unique("auto")
+    _, conf = new_user(broker, ("TOPIC", "*", "WRITE"))
+    err = produce_one(conf, f"{prefix}-refused")
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+    name, conf = new_user(broker, ("TOPIC", "*", "WRITE"))
+    broker.grant(acl("TOPIC", prefix, f"User:{name}", "CREATE", pattern="PREFIXED"))
+    assert produce_one(conf, f"{prefix}-created") is None
+    topics = broker.topics()
+    assert f"{prefix}-created" in topics and f"{prefix}-refused" not in topics
+
+
+def test_groups_are_listed_described_and_deleted_as_allowed(broker: KafkaBroker) -> None:
+    topic, mine, other = broker.create_topic(unique("t")), unique("g"), unique("g")
+    name, conf = new_user(broker, ("TOPIC", topic, "READ"), ("GROUP", mine, "READ"))
+    assert _commit(conf, topic, mine) is None
+    assert _commit(super_conf(broker), topic, other) is None
+    admin = admin_client(conf)
+    listed = {g.group_id for g in admin.list_consumer_groups(
+        request_timeout=WAIT_S).result(timeout=WAIT_S).valid}
+    assert mine in listed and other not in listed
+    described = admin.describe_consumer_groups([other], request_timeout=WAIT_S)[other]
+    with pytest.raises(KafkaException) as failed:
+        described.result(timeout=WAIT_S)
+    assert failed.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as failed:
+        admin.delete_consumer_groups([mine], request_timeout=WAIT_S)[mine].result(
+            timeout=WAIT_S)
+    assert failed.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert _committed(broker, mine) == [(topic, 1)]
