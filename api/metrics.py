@@ -12,6 +12,8 @@ brokers can live in one process. Two sources feed it:
                      sizes and consumer-group lag
     AuthenticationCollector  the login throttle's counters (failed and throttled
                      HTTP Basic authentications, ``api.security.login_throttle``)
+    KafkaDoorCollector  Kafka-protocol requests per API and connections
+                     (``api.kafka.server.KafkaServer``)
 
 plus prometheus-client's standard process, GC and platform collectors (``process_*``,
 ``python_gc_*``, ``python_info``).
@@ -305,13 +307,51 @@ class AuthenticationCollector(Collector):
         )
 
 
+class KafkaDoorCollector(Collector):
+    """The Kafka listeners' requests, as Kafka's ``kafka.network:type=RequestMetrics``
+    (``RequestsPerSec``, ``TotalTimeMs`` per request name) and connections, read at
+    scrape time from the server ``app/server.py`` puts on ``app.state.kafka_server``
+    (none when the Kafka protocol is off)."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        server = getattr(self.app.state, "kafka_server", None)
+        if server is None:
+            return
+        requests = CounterMetricFamily(
+            "franz_network_requestmetrics_requests",
+            "Kafka-protocol requests answered, by request (API) name", labels=["request"])
+        seconds = CounterMetricFamily(
+            "franz_network_requestmetrics_totaltime_seconds",
+            "Time spent serving Kafka-protocol requests (decode to answer), by request name",
+            labels=["request"])
+        for name, (count, spent) in sorted(server.request_stats.items()):
+            requests.add_metric([name], count)
+            seconds.add_metric([name], spent)
+        yield requests
+        yield seconds
+        yield GaugeMetricFamily("franz_network_kafka_connections",
+                                "Open Kafka-protocol connections", value=server.connections)
+        yield CounterMetricFamily("franz_network_kafka_connections_accepted",
+                                  "Kafka-protocol connections accepted since start",
+                                  value=server.connections_total)
+
+
 class MetricsState:
     """What ``install_metrics`` puts on ``app.state.metrics``."""
 
-    def __init__(self, broker: Broker, throttle: LoginThrottle | None = None) -> None:
+    def __init__(self, broker: Broker, throttle: LoginThrottle | None = None,
+                 app: FastAPI | None = None) -> None:
         self.registry = CollectorRegistry()
         self.collector = BrokerCollector(broker)
         self.registry.register(self.collector)
+        if app is not None:
+            self.registry.register(KafkaDoorCollector(app))
         if throttle is not None:
             self.registry.register(AuthenticationCollector(throttle))
         # the process (CPU, memory, open descriptors, start time), the interpreter's
@@ -357,7 +397,7 @@ def install_metrics(app: FastAPI) -> None:
     ``app.state.broker`` is set)."""
     # Kafka-style totals only: no ``*_created`` series.
     disable_created_metrics()  # type: ignore[no-untyped-call]
-    state = MetricsState(app.state.broker, login_throttle(app))
+    state = MetricsState(app.state.broker, login_throttle(app), app)
     app.state.metrics = state
     app.include_router(router)
     app.add_middleware(RequestMetrics, requests=state.requests, duration=state.duration)

@@ -127,6 +127,7 @@ async def serve(config: BrokerConfig) -> None:
         if door:
             kafka = KafkaServer(broker, limits=kafka_limits_of(config, max_connections=max_connections),
                                 throttle=login_throttle(app))
+            app.state.kafka_server = kafka  # GET /metrics reads its counters
             for sock, info, door_tls in door.listener_infos():
                 await kafka.start(sock, info, ssl_context=door_tls)
         _freeze_startup_heap()

@@ -27,6 +27,7 @@ import logging
 import os
 import socket
 import struct
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -102,6 +103,8 @@ class KafkaServer:
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self.connections_total = 0
+        # API name -> [requests answered, seconds spent]: GET /metrics (api/metrics.py)
+        self.request_stats: dict[str, list[float]] = {}
 
     async def start(self, sock: socket.socket, listener: ListenerInfo, *,
                     ssl_context: ssl.SSLContext | None = None) -> None:
@@ -242,7 +245,15 @@ class KafkaServer:
             raise ConnectionClosed from None
         ctx = RequestContext(self.broker, listener, session, key, version, correlation_id,
                              header["client_id"], self.throttle, self.fetch_sessions)
-        response = await api.handler(ctx, request)
+        started = time.perf_counter()
+        try:
+            response = await api.handler(ctx, request)
+        finally:
+            stats = self.request_stats.get(api.name)
+            if stats is None:
+                stats = self.request_stats[api.name] = [0, 0.0]
+            stats[0] += 1
+            stats[1] += time.perf_counter() - started
         if response is None:
             return None
         # ApiVersions answers always use response header v0 (KIP-511)
@@ -275,6 +286,10 @@ class KafkaServer:
                   mechanism="SSL", subject=subject[:1024],
                   reason="No principal mapping rule matches the client certificate.")
         return principal
+
+    @property
+    def connections(self) -> int:
+        return len(self._connections)
 
     def api_list(self) -> list[dict[str, int]]:
         return [{"api_key": a.key, "min_version": a.versions.low, "max_version": a.versions.high}

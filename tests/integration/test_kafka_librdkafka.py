@@ -297,3 +297,16 @@ def test_a_rest_instance_and_a_kafka_consumer_share_a_group(
         assert r.json()["offsets"][0]["offset"] == 3
     finally:
         c.close()
+
+
+def test_metrics_count_kafka_requests_by_api(server: FranzServer, admin: AdminClient) -> None:
+    topic = name("metrics")
+    create(admin, topic)
+    produce(server, topic, [(None, b"x")] * 3)
+    text = httpx.get(f"{server.url}/metrics", timeout=WAIT_S).text
+    counts = {line.split("{request=\"")[1].split("\"")[0]: float(line.rsplit(" ", 1)[1])
+              for line in text.splitlines()
+              if line.startswith("franz_network_requestmetrics_requests_total{")}
+    assert counts.get("Produce", 0) >= 1 and counts.get("Metadata", 0) >= 1
+    assert counts.get("CreateTopics", 0) >= 1
+    assert "franz_network_kafka_connections " in text
