@@ -68,13 +68,16 @@ async def metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
         names, explicit = [t["name"] for t in requested], True
     auto_create = (req["allow_auto_topic_creation"] if version >= 4 else True) and \
         bool(broker.config["auto.create.topics.enable"])
+    brokers = brokers_of(ctx)
+    reachable = {b["node_id"] for b in brokers}
     topics = []
     for name in dict.fromkeys(names):  # a name asked twice is answered once
-        topics.append(await _topic(ctx, name, explicit=explicit, auto_create=auto_create))
+        topics.append(await _topic(ctx, name, explicit=explicit, auto_create=auto_create,
+                                   reachable=reachable))
     if not explicit:
         topics = [t for t in topics if t is not None]
     out: dict[str, Any] = {
-        "throttle_time_ms": 0, "brokers": brokers_of(ctx), "cluster_id": broker.cluster_id or None,
+        "throttle_time_ms": 0, "brokers": brokers, "cluster_id": broker.cluster_id or None,
         "controller_id": controller_of(ctx), "topics": [t for t in topics if t is not None],
     }
     if req.get("include_cluster_authorized_operations"):
@@ -82,8 +85,14 @@ async def metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _topic(ctx: RequestContext, name: str | None, *, explicit: bool,
-                 auto_create: bool) -> dict[str, Any] | None:
+async def _topic(ctx: RequestContext, name: str | None, *, explicit: bool, auto_create: bool,
+                 reachable: set[int]) -> dict[str, Any] | None:
+    """One topic's answer; a partition whose leader is not among ``reachable`` (the
+    brokers the answer lists: live, with an endpoint on this listener) has no leader
+    in it, as Kafka answers: LEADER_NOT_AVAILABLE while the leader is gone (a dead
+    broker ZooKeeper still names until the controller elects another), or
+    LISTENER_NOT_FOUND (v6+) when it is live without this listener. A client never
+    gets a leader id it has no address for."""
     broker = ctx.broker
 
     def error(code: int) -> dict[str, Any]:
@@ -118,8 +127,13 @@ async def _topic(ctx: RequestContext, name: str | None, *, explicit: bool,
     for p, replicas in sorted(meta.assignment.partitions.items()):
         st = meta.states.get(p)
         leader = -1 if st is None else st.leader
+        code = 0
+        if leader not in reachable:
+            code = errors.LISTENER_NOT_FOUND if leader in live and ctx.version >= 6 \
+                else errors.LEADER_NOT_AVAILABLE
+            leader = -1
         partitions.append({
-            "error_code": errors.LEADER_NOT_AVAILABLE if leader < 0 else 0,
+            "error_code": code,
             "partition_index": p, "leader_id": leader,
             "leader_epoch": -1 if st is None else st.leader_epoch,
             "replica_nodes": list(replicas), "isr_nodes": [] if st is None else list(st.isr),
