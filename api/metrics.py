@@ -295,7 +295,7 @@ class AuthenticationCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield CounterMetricFamily(
             "franz_authentication_failures",
-            "Failed HTTP Basic authentications (unknown user, wrong password, malformed "
+            "Failed authentications, HTTP Basic and Kafka SASL (unknown user, wrong password, malformed "
             "credentials)",
             value=self.throttle.failures,
         )

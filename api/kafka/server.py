@@ -124,8 +124,10 @@ class KafkaServer:
             finally:
                 self._connections.discard(task)
 
-        server = await asyncio.start_server(on_connect, sock=sock, ssl=ssl_context,
-                                            limit=1 << 16)
+        server = await asyncio.start_server(
+            on_connect, sock=sock, ssl=ssl_context, limit=1 << 16,
+            # a TLS handshake that does not complete is bounded like an idle connection
+            ssl_handshake_timeout=min(60.0, self.limits.idle_ms / 1000) if ssl_context else None)
         self._servers.append(server)
 
     async def stop(self) -> None:

@@ -45,7 +45,7 @@ async def sasl_handshake(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
         session.sasl = None
         session.close_after_answer = True
         return {"error_code": errors.ILLEGAL_SASL_STATE, "mechanisms": enabled}
-    mechanism = str(req["mechanism"])[:64].upper()
+    mechanism = str(req["mechanism"])[:64]  # case-sensitive, as Kafka's
     try:
         session.sasl = ctx.broker.security.sasl_server(mechanism, host=session.host,
                                                        enabled=enabled)
