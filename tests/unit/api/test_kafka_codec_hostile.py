@@ -75,17 +75,25 @@ HUNDRED_MIB = 100 << 20
 
 
 def _refused_at_once(name: str, version: int, data: bytes) -> str:
-    """Refused, in well under a millisecond, with almost no memory allocated."""
+    """Refused at once (the best of 5 tries: a loaded machine), with almost no memory
+    allocated."""
+    decode = decoder(name, version)  # compiled outside what is measured
+    with pytest.raises(DecodeError) as info:
+        decode(data, 0)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        with pytest.raises(DecodeError):
+            decode(data, 0)
+        best = min(best, time.perf_counter() - t)
+    assert best < 0.001, best  # measured: 2-10 us
     tracemalloc.start()
     try:
-        t = time.perf_counter()
-        with pytest.raises(DecodeError) as info:
-            decoder(name, version)(data, 0)
-        elapsed = time.perf_counter() - t
+        with pytest.raises(DecodeError):
+            decode(data, 0)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert elapsed < 0.01, elapsed  # (under tracemalloc; ~10 us without)
     assert peak < 64 << 10, peak
     return str(info.value)
 
