@@ -180,6 +180,8 @@ class Broker:
             await run_blocking(lm.close)
             raise
         await self.controller.maybe_elect()
+        # the holder as of now; CONTROLLER_CHANGED events keep it (Metadata's controller_id)
+        self.cache.controller_id = await store.controller_id()
         await self._sync.sync_all()
         if prior_cluster == self.cluster_id:  # never on a data dir of another cluster
             self._sync.delete_stray_logs()
@@ -263,7 +265,10 @@ class Broker:
         if self._closing:  # the store is closing: nothing more to apply
             return
         self.controller.on_event(event)
-        if event.kind is EventKind.BROKERS_CHANGED:
+        if event.kind is EventKind.CONTROLLER_CHANGED:
+            holder = event.extra.get("controller_id")
+            self.cache.controller_id = holder if isinstance(holder, int) else None
+        elif event.kind is EventKind.BROKERS_CHANGED:
             self._follow(self._refresh_brokers_and_internal_topics())
         elif event.kind is EventKind.SESSION_EXPIRED:
             self.replica_manager.fence_leaders()  # no split brain until re-synced
