@@ -22,9 +22,11 @@ Measured in ``benchmarks/kafka_codec_bench.py`` and docs/kafka-protocol.md.
 
 Records (the ``records`` type: record batches as stored) decode as a slice of the buffer
 (a memoryview when given one: no copy). On encoding, a records value that is not a bytes
-object (a file region for sendfile, anything with ``__len__``) ends the current chunk:
-``out`` is moved to ``parts``, the value appended after it, and ``out`` starts again, so
-an answer is a list of byte chunks and regions the server writes in order.
+object (a file region for sendfile, anything with ``__len__``), or a bytes-like one of
+``LARGE_RECORDS`` (64 KiB) or more, ends the current chunk: ``out`` is copied to
+``parts``, the value itself appended after it (no copy), and ``out`` starts again empty,
+so an answer is a list of byte chunks, blobs and regions the server writes in order.
+Smaller bytes-like records are copied into ``out``.
 
 Every decode error (short buffer, bad length, bad UTF-8, a count larger than the bytes
 left) raises :class:`DecodeError`.
@@ -77,6 +79,10 @@ _SMALL_UVARINTS = tuple(uvarint(i) for i in range(128))
 def encode_uvarint(value: int) -> bytes:
     return _SMALL_UVARINTS[value] if 0 <= value < 128 else uvarint(value)
 
+
+# records of this size or more are a part of their own when encoding (not copied into
+# the chunk): bytes and views of them are sent as they are
+LARGE_RECORDS = 64 << 10
 
 # struct codes of the fixed-size types: adjacent ones are read (and written) by one
 # Struct call; bool reads as Kafka's `byte != 0`; a uuid reads as 16 bytes (written apart:
@@ -385,9 +391,9 @@ def _encode_scalar(src: _Source, d: int, kind: str, name: str, version: int, nul
         src.add(d + 1, f"s = {value}.encode()" if kind == "string" else f"s = {value}")
         _write_length(src, d + 1, out, "len(s)", compact, kind)
         if kind == "records":
-            src.add(d + 1, "if isinstance(s, _BYTES):")
+            src.add(d + 1, f"if len(s) < {LARGE_RECORDS} and isinstance(s, _BYTES):")
             src.add(d + 2, f"{out} += s")
-            src.add(d + 1, "else:")  # a region: it ends the chunk
+            src.add(d + 1, "else:")  # a region, or a large blob: it ends the chunk
             src.add(d + 2, f"parts.append(bytes({out}))")
             src.add(d + 2, f"{out}.clear()")
             src.add(d + 2, "parts.append(s)")
@@ -520,11 +526,11 @@ def encoder(name: str, version: int) -> Encoder:
 
 
 def encode(name: str, version: int, obj: dict[str, Any]) -> bytes:
-    """The whole message as bytes (no records regions)."""
+    """The whole message as bytes (records bytes-like, not regions)."""
     out = bytearray()
     parts: list[Any] = []
     encoder(name, version)(obj, out, parts)
     if parts:
-        parts.append(bytes(out))
-        return b"".join(bytes(p) for p in parts)
+        parts.append(out)
+        return b"".join(parts)
     return bytes(out)

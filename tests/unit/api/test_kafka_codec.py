@@ -142,6 +142,26 @@ def test_bytes_like_records_stay_in_the_chunk() -> None:
         assert bytes(out) == encode("ProduceRequest", 9, _produce(BATCH))
 
 
+def test_large_records_are_a_part_of_their_own() -> None:
+    """Records of 64 KiB or more are not copied into the chunk: the very object is a
+    part (the server writes it as it is), and encode() joins them once."""
+    big = bytes(range(256)) * 256  # 64 KiB
+    assert len(big) == codegen.LARGE_RECORDS
+    for value in (big, memoryview(big), bytearray(big)):
+        out = bytearray()
+        parts: list[object] = []
+        encoder("ProduceRequest", 9)(_produce(value), out, parts)
+        assert len(parts) == 2 and parts[1] is value and isinstance(parts[0], bytes)
+        assert parts[0] + bytes(value) + bytes(out) == encode("ProduceRequest", 9, _produce(value))
+    small = big[:-1]
+    out = bytearray()
+    parts = []
+    encoder("ProduceRequest", 9)(_produce(small), out, parts)
+    assert parts == []
+    decoded, _ = decoder("ProduceRequest", 9)(encode("ProduceRequest", 9, _produce(big)), 0)
+    assert decoded["topic_data"][0]["partition_data"][0]["records"] == big
+
+
 # --- what once went wrong ------------------------------------------------------------
 
 
