@@ -8,7 +8,9 @@ traceback, so a bug is seen and the client gets a defined answer.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+from core.broker.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from core.errors import FranzError
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,17 @@ def code_of(exc: BaseException, *, where: str = "") -> int:
     log.error("kafka protocol: unexpected error%s", f" in {where}" if where else "",
               exc_info=exc)
     return UNKNOWN_SERVER_ERROR
+
+
+def led_here(replicas: Any, tp: Any) -> Any:
+    """The replica of ``tp`` this broker leads (``ReplicaManager.leader_partition``), for
+    a partition the metadata has: one not hosted here is NOT_LEADER_OR_FOLLOWER, as Kafka
+    answers it (the client's view of the leader is stale: it refreshes and goes to the
+    leader), not UNKNOWN_TOPIC_OR_PARTITION, which is for partitions that do not exist."""
+    try:
+        return replicas.leader_partition(tp)
+    except UnknownTopicOrPartitionError as exc:
+        raise NotLeaderOrFollowerError(str(exc)) from None
 
 
 def message_of(exc: BaseException) -> str:

@@ -204,6 +204,57 @@ def test_kcat_lists_the_cluster_from_every_broker(
             p: (st["leader"], sorted(st["isr"])) for p, st in states.items()}
 
 
+def test_a_broker_without_a_replica_answers_not_leader(
+        brokers: list[BrokerProcess], zk: KazooClient, kafka_ports: dict[int, int]) -> None:
+    """A client whose metadata is stale (a reassignment moved the partition, or a broker
+    that never hosted it) asks a broker that holds no replica: Kafka answers
+    NOT_LEADER_OR_FOLLOWER for a partition its metadata knows, so the client refreshes
+    and finds the leader (UNKNOWN_TOPIC_OR_PARTITION is for partitions that do not
+    exist)."""
+    from kafka.protocol.consumer import FetchRequest
+    from kafka.protocol.producer import ProduceRequest
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    topic = "kc-rf1"
+    admin = AdminClient({"bootstrap.servers": bootstrap(kafka_ports)})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[
+        topic].result(timeout=40)
+    wait_until(lambda: zk.exists(f"/brokers/topics/{topic}/partitions/0/state") and
+               zk_state(zk, topic, 0)["leader"] >= 0, 30, f"{topic}-0 led")
+    st = zk_state(zk, topic, 0)
+    leader, epoch = st["leader"], st["leader_epoch"]
+    other = (leader + 1) % 3  # a broker without a replica of it
+    port = kafka_ports[other]
+    wait_until(lambda: httpx.get(f"{brokers[other].url}/topics/{topic}", timeout=5).status_code
+               == 200, 10, f"broker {other} to know {topic}")  # it follows ZooKeeper
+
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1024)
+    builder.append(timestamp=None, key=None, value=b"x", headers=[])
+    builder.close()
+    t = ProduceRequest.TopicProduceData
+    produce = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[t(
+        name=topic, partition_data=[t.PartitionProduceData(index=0, records=builder.buffer())])])
+    (answer,) = kafka_call(port, produce, 7).responses[0].partition_responses
+    assert answer.error_code == 6
+
+    f = FetchRequest.FetchTopic
+    fetch = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                         isolation_level=0, session_id=0, session_epoch=-1, topics=[f(
+                             topic=topic, partitions=[f.FetchPartition(
+                                 partition=0, current_leader_epoch=epoch, fetch_offset=0,
+                                 log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                         forgotten_topics_data=[], rack_id="")
+    (part,) = kafka_call(port, fetch, 11).responses[0].partitions
+    assert part.error_code == 6
+
+    assert list_latest(port, topic, 0, epoch)[0] == 6
+    assert end_of_epoch(port, topic, 0, epoch, epoch)[0] == 6
+    # the leader answers
+    assert list_latest(kafka_ports[leader], topic, 0, epoch)[0] == 0
+    # a partition that does not exist stays UNKNOWN_TOPIC_OR_PARTITION
+    assert list_latest(port, topic, 1, -1)[0] == 3
+
+
 # --- an idempotent producer through failovers ------------------------------------------------
 
 
@@ -350,8 +401,9 @@ def kafka_call(port: int, request: Any, version: int) -> Any:
     protocol classes; its decoded answer."""
     import socket
     import struct
+    import sys
 
-    from kafka.protocol import consumer as protocol
+    protocol = sys.modules[type(request).__module__]
     answer_class = getattr(protocol, type(request).__name__.replace("Request", "Response"))
     request.with_header(correlation_id=1, client_id="kc-raw")
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:

@@ -129,7 +129,7 @@ def _read(ctx: RequestContext, wanted: dict[tuple[str, int], SessionPartition], 
         tp = TopicPartition(name, index)
         try:
             broker.cache.existing_partition(name, index)
-            p = replicas.leader_partition(tp)
+            p = errors.led_here(replicas, tp)
             epoch = part.current_leader_epoch
             if epoch >= 0:
                 code = p.check_fetch_epoch(epoch)

@@ -32,7 +32,7 @@ async def list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
                 continue
             try:
                 tp = broker.cache.existing_partition(name, index)
-                p = replicas.leader_partition(tp)
+                p = errors.led_here(replicas, tp)
                 epoch = part["current_leader_epoch"]
                 if epoch >= 0 and (code := p.check_fetch_epoch(epoch)):
                     answer["error_code"] = code
@@ -66,7 +66,7 @@ async def offset_for_leader_epoch(ctx: RequestContext, req: dict[str, Any]) -> d
                 continue
             try:
                 broker.cache.existing_partition(name, index)
-                p = replicas.leader_partition(TopicPartition(name, index))
+                p = errors.led_here(replicas, TopicPartition(name, index))
                 current = part["current_leader_epoch"]
                 if current >= 0 and (code := p.check_fetch_epoch(current)):
                     answer["error_code"] = code

@@ -113,7 +113,7 @@ async def _append(ctx: RequestContext, replicas: Any, tp: TopicPartition, record
                   acks: int, timeout_ms: int) -> Any:
     broker = ctx.broker
     broker.cache.existing_partition(*tp)
-    partition = replicas.leader_partition(tp)  # NOT_LEADER_OR_FOLLOWER before any decoding
+    partition = errors.led_here(replicas, tp)  # NOT_LEADER_OR_FOLLOWER before any decoding
     del partition
     data = bytearray(records)
     validate_untrusted_records(data, where=f"{tp.topic}-{tp.partition}")
