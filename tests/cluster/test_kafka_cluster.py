@@ -131,14 +131,26 @@ class Errors:
 def metadata_agrees(zk: KazooClient, kafka_ports: dict[int, int], topic: str,
                     live: list[int]) -> None:
     """Metadata from each of the ``live`` brokers names just them, the controller and the
-    leaders ZooKeeper holds (the brokers apply changes a moment after ZooKeeper has them)."""
+    leaders and leader epochs ZooKeeper holds (the brokers apply changes a moment after
+    ZooKeeper has them)."""
+    from kafka import KafkaAdminClient
+
     def agrees(i: int) -> bool:
         md = AdminClient({"bootstrap.servers": bootstrap(kafka_ports, i)}).list_topics(
             topic, timeout=10)
+        kp = KafkaAdminClient(bootstrap_servers=bootstrap(kafka_ports, i),
+                              request_timeout_ms=10000)
+        try:
+            (desc,) = kp.describe_topics([topic])
+        finally:
+            kp.close()
         controller = json.loads(zk.get("/controller")[0])["brokerid"]
-        leaders = {p: st["leader"] for p, st in zk_states(zk, topic).items()}
+        states = zk_states(zk, topic)
         return (sorted(md.brokers) == live and md.controller_id == controller and
-                {p.id: p.leader for p in md.topics[topic].partitions.values()} == leaders)
+                {p.id: p.leader for p in md.topics[topic].partitions.values()} ==
+                {p: st["leader"] for p, st in states.items()} and
+                {p["partition_index"]: p["leader_epoch"] for p in desc["partitions"]} ==
+                {p: st["leader_epoch"] for p, st in states.items()})
 
     for i in live:
         wait_until(lambda i=i: agrees(i), 20, f"broker {i}'s Metadata to agree with ZooKeeper")
@@ -181,9 +193,9 @@ def test_metadata_from_every_broker_names_all_three(
                 (j, "127.0.0.1", kafka_ports[j]) for j in range(3)]
             assert cluster["controller_id"] == controller
             (desc,) = kp.describe_topics(["kc-meta"])
-            assert {p["partition_index"]: (p["leader_id"], sorted(p["isr_nodes"]))
+            assert {p["partition_index"]: (p["leader_id"], p["leader_epoch"], sorted(p["isr_nodes"]))
                     for p in desc["partitions"]} == {
-                p: (st["leader"], sorted(st["isr"])) for p, st in states.items()}
+                p: (st["leader"], st["leader_epoch"], sorted(st["isr"])) for p, st in states.items()}
         finally:
             kp.close()
 
