@@ -18,8 +18,9 @@ where Debian's ``kcat`` is installed, kcat.
   and commit, and they go on with the new one from the committed offsets (a record is
   read again only if its commit had not been acknowledged).
 
-Follower fetches over Kafka's protocol (replica_id >= 0) are refused by closing the
-connection: franz brokers replicate over HTTP, nothing to test here.
+- A broker without a replica of a partition answers NOT_LEADER_OR_FOLLOWER (the client
+  refreshes and goes to the leader); a follower's Fetch (replica_id >= 0) closes the
+  connection: franz brokers replicate over HTTP.
 
 One cluster for the module; tests run in file order and leave every broker running.
 """
@@ -78,6 +79,15 @@ def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory,
     with running(procs):
         wait_until(lambda: _live_ids(procs[0]) == [0, 1, 2], 20, "three live brokers")
         yield procs
+
+
+@pytest.fixture(autouse=True)
+def _brokers_back(brokers: list[BrokerProcess]) -> Iterator[None]:
+    """A test that failed half-way leaves no broker down for the next one."""
+    yield
+    for b in brokers:
+        if not b.running:
+            b.start()
 
 
 def _live_ids(b: BrokerProcess) -> list[int]:
@@ -265,6 +275,24 @@ def test_a_broker_without_a_replica_answers_not_leader(
     assert list_latest(kafka_ports[leader], topic, 0, epoch)[0] == 0
     # a partition that does not exist stays UNKNOWN_TOPIC_OR_PARTITION
     assert list_latest(port, topic, 1, -1)[0] == 3
+
+
+def test_a_follower_fetch_over_kafka_closes_the_connection(
+        brokers: list[BrokerProcess], zk: KazooClient, kafka_ports: dict[int, int]) -> None:
+    """franz brokers replicate over HTTP: a Fetch with a replica id >= 0 is not served."""
+    from kafka.protocol.consumer import FetchRequest
+
+    st = zk_state(zk, "kc-meta", 0)
+    f = FetchRequest.FetchTopic
+    fetch = FetchRequest(replica_id=(st["leader"] + 1) % 3, max_wait_ms=0, min_bytes=0,
+                         max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                         topics=[f(topic="kc-meta", partitions=[f.FetchPartition(
+                             partition=0, current_leader_epoch=st["leader_epoch"],
+                             fetch_offset=0, log_start_offset=-1,
+                             partition_max_bytes=1 << 20)])],
+                         forgotten_topics_data=[], rack_id="")
+    with pytest.raises(ConnectionError):
+        kafka_call(kafka_ports[st["leader"]], fetch, 11)
 
 
 # --- an idempotent producer through failovers ------------------------------------------------
