@@ -39,7 +39,8 @@ fetch (a topic preloaded by the raw generator with ``--fetch-bytes`` of 64 KiB b
                      flight per partition, each connection owning partitions; back to the
                      log start at the high watermark
   rdkafka_consume    confluent-kafka's Consumer, assigned every partition from the start
-                     (default fetch settings: max.partition.fetch.bytes 1 MiB)
+                     (max.partition.fetch.bytes 1 MiB, its default; fetch.queue.backoff.ms
+                     0 and queued.min.messages 1,000,000 for throughput)
   rest_range         REST range reads of the same topic (``franz bench consume``'s path:
                      GET .../records?offset=&count=1000, 8 connections): CPU per record
 
@@ -48,7 +49,8 @@ The ceilings, in this file, not in franz:
                          per connection: reads a Kafka-framed ProduceRequest, takes its
                          batches at the offsets the generator wrote them (--layout), checks
                          each batch's CRC-32C (the crc32c package), appends the batches to
-                         a file with one writev(2) and answers an 8-byte frame
+                         a file with one writev(2) (emptied before each case) and answers
+                         an 8-byte frame
   bare sendfile server   stdlib asyncio (uvloop has no sock_sendfile), one request at a time
                          per connection: reads a frame, answers a header and os.sendfile of
                          1 MiB from the files given (walked in order, round and round)
@@ -598,12 +600,16 @@ async def _bare_append_server(port: int, layout_file: Path, out_file: Path, read
 
     layouts = {int(k): v for k, v in json.loads(layout_file.read_text()).items()}
     fd = os.open(out_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    written = 0
+    written = active = 0
     crc_of = crc32c.crc32c
     unpack_crc = struct.Struct(">I").unpack_from
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal written
+        nonlocal written, active
+        if active == 0 and written:  # a new case: the last one's bytes go before it starts
+            os.ftruncate(fd, 0)
+            written = 0
+        active += 1
         sock = writer.get_extra_info("socket")
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -621,7 +627,7 @@ async def _bare_append_server(port: int, layout_file: Path, out_file: Path, read
                         return  # a bad CRC: nothing written, the connection closed
                     parts.append(view[at:at + length])
                 written += os.writev(fd, parts)
-                if written > 4 << 30:  # keep the scratch file bounded
+                if written > 16 << 30:  # bounded, should one case write that much
                     os.ftruncate(fd, 0)
                     written = 0
                 writer.write(b"\x00\x00\x00\x04" + frame[4:8])  # the correlation id
@@ -629,6 +635,7 @@ async def _bare_append_server(port: int, layout_file: Path, out_file: Path, read
         except (asyncio.IncompleteReadError, ConnectionError):
             return
         finally:
+            active -= 1
             writer.close()
 
     server = await asyncio.start_server(serve, "127.0.0.1", port, limit=1 << 16)
@@ -782,7 +789,11 @@ def _rdkafka_consume(p: dict[str, Any]) -> dict[str, Any]:
 
     cons = Consumer({"bootstrap.servers": p["bootstrap"], "group.id": p["group"],
                      "enable.auto.commit": False, "enable.partition.eof": False,
-                     "auto.offset.reset": "earliest", "client.id": "kafka-protocol-bench"})
+                     "auto.offset.reset": "earliest", "client.id": "kafka-protocol-bench",
+                     # for throughput: librdkafka 2.x otherwise stops fetching a partition
+                     # for fetch.queue.backoff.ms (1 s) whenever its queue holds
+                     # queued.min.messages (100,000): 2.6 x fewer records/s here
+                     "fetch.queue.backoff.ms": 0, "queued.min.messages": 1_000_000})
     parts = [TopicPartition(p["topic"], i, OFFSET_BEGINNING) for i in range(p["partitions"])]
     cons.assign(parts)
     pid = p.get("server_pid")
@@ -1444,6 +1455,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def tree_notes() -> dict[str, Any]:
+    """The commit measured and the files of the broker changed beside it (other work in
+    the same working tree is measured too)."""
+    def git(*cmd: str) -> str:
+        try:
+            return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True,
+                                  timeout=10, check=False).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    changed = [line[3:] for line in git("status", "--porcelain", "--", "api", "core",
+                                        "app").splitlines() if len(line) > 3]
+    return {"commit": git("rev-parse", "--short", "HEAD").strip() or None, "changed": changed}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.serve:
@@ -1456,11 +1481,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown cases {sorted(unknown)}; known: {', '.join(ALL_CASES)}")
     pinned = pin_self(args.client_cpu)
     notes = {**machine_notes(), "server_cpu": args.server_cpu,
-             "client_cpu": args.client_cpu if pinned else None}
+             "client_cpu": args.client_cpu if pinned else None, **tree_notes()}
     print(f"machine: {notes.get('cpu')}, {notes['cpus']} CPUs, load "
           f"{', '.join(f'{x:.1f}' for x in notes.get('loadavg_at_start', ()))}; broker and "
           f"ceilings on CPU {args.server_cpu}, generator and clients on CPU "
-          f"{args.client_cpu if pinned else '(not pinned)'}", flush=True)
+          f"{args.client_cpu if pinned else '(not pinned)'}; commit {notes['commit']}"
+          + (f" with {len(notes['changed'])} changed files in api/, core/, app/"
+             if notes["changed"] else ""), flush=True)
     bench = KafkaBench(args)
     ticks = machine_cpu_ticks()
     t0 = time.monotonic()
