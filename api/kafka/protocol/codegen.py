@@ -315,7 +315,12 @@ def _write_length(src: _Source, d: int, out: str, length: str, compact: bool, ki
     if compact:
         k = src.tmp("k")
         src.add(d, f"{k} = {length} + 1")
-        src.add(d, f"{out} += _SUV[{k}] if {k} < 128 else _uvb({k})")
+        src.add(d, f"if {k} < 128:")
+        src.add(d + 1, f"{out} += _SUV[{k}]")
+        src.add(d, f"elif {k} < 16384:")  # two bytes
+        src.add(d + 1, f"{out} += _PH(({k} & 127 | 128) << 8 | {k} >> 7)")
+        src.add(d, "else:")
+        src.add(d + 1, f"{out} += _uvb({k})")
     elif kind == "string":
         src.add(d, f"{out} += _P16({length})")
     else:
@@ -483,7 +488,7 @@ def _compile(message: Message, version: int, direction: str) -> Callable[..., An
         src.add(1, "return None")
     namespace: dict[str, Any] = {
         "_I8": I8.unpack_from, "_I16": I16.unpack_from, "_I32": I32.unpack_from,
-        "_P16": I16.pack, "_P32": I32.pack, "_ua": _unpack_array, "_pa": _pack_array,
+        "_P16": I16.pack, "_P32": I32.pack, "_PH": struct.Struct(">H").pack, "_ua": _unpack_array, "_pa": _pack_array,
         "_ruv": read_uvarint, "_uv": encode_uvarint, "_uvb": uvarint,
         "_SUV": _SMALL_UVARINTS, "_DE": DecodeError, "_VE": ValueError,
         "_BYTES": (bytes, bytearray, memoryview), "_EMPTY": {}, "_ZERO_UUID": bytes(16),
