@@ -382,7 +382,7 @@ def _kio_scalar(f: Field, d: Any, v: Any) -> Any:
     if kind in ("timedelta_i32", "timedelta_i64"):
         return v // _MS
     if kind == "datetime_i64":
-        return round((v - _EPOCH) / _MS)
+        return round((v - _EPOCH) / _MS)  # to the nearest: kio's datetime may be 1 us off
     if kind == "error_code":
         return int(v)
     if f.element == "uuid":
@@ -447,10 +447,11 @@ def kio_override(types: dict[Path_, str]) -> Override:
         if kind == "timedelta_i32":
             return st.integers(-(1 << 31), (1 << 31) - 1)
         if kind == "timedelta_i64":
-            return st.integers(-(1 << 40), 1 << 40)
+            return st.integers(-(1 << 40), 1 << 40)  # a timedelta overflows near 2^56 ms
         if kind == "datetime_i64":
-            # kio goes through float seconds: exact to the millisecond up to about 2^41
-            return st.one_of(st.just(-1), st.integers(0, 1 << 41))
+            # a datetime: -1 (none) or years 1970-9999 (kio's may be a microsecond off:
+            # float seconds; it writes the same milliseconds back)
+            return st.one_of(st.just(-1), st.integers(0, 253402300799999))
         if f.element == "uuid":
             return st.binary(min_size=16, max_size=16).filter(lambda b: b != bytes(16))
         return None
