@@ -16,7 +16,8 @@ where Debian's ``kcat`` is installed, kcat.
   coordinate it: FindCoordinator names the leader of the group's ``__consumer_offsets``
   partition (Kafka's hash, three partitions); the coordinator is killed while they read
   and commit, and they go on with the new one from the committed offsets (a record is
-  read again only if its commit had not been acknowledged).
+  read again only if its commit had not been acknowledged); then the next coordinator
+  is stopped (SIGTERM) and hands the group over the same way.
 
 - A broker without a replica of a partition answers NOT_LEADER_OR_FOLLOWER (the client
   refreshes and goes to the leader); a follower's Fetch (replica_id >= 0) closes the
@@ -711,9 +712,12 @@ class Group:
         self.commits[partition] = max(self.commits.get(partition, 0), offset)
 
 
-def coordinator_of(admin: Any, group: str) -> tuple[int, str, int]:
+def coordinator_of(kafka_ports: dict[int, int], group: str) -> tuple[int, str, int]:
     """The coordinator librdkafka's AdminClient finds for ``group`` (FindCoordinator),
-    with the group's state and member count as it describes them (DescribeGroups)."""
+    with the group's state and member count as it describes them (DescribeGroups). A
+    new client each time: one that found it before keeps its answer in a cache and
+    waits for that broker even once it is gone."""
+    admin = AdminClient({"bootstrap.servers": bootstrap(kafka_ports)})
     (desc,) = admin.describe_consumer_groups([group], request_timeout=10).values()
     got = desc.result(timeout=20)
     return int(got.coordinator.id), got.state.name, len(got.members)
@@ -761,32 +765,46 @@ def test_consumer_group_follows_its_coordinator_through_a_failover(
                      "both members assigned a partition and reading")
         assert sorted(p for m in members for p in m.assigned()) == list(range(n))
         # FindCoordinator: the leader of the group's partition of __consumer_offsets
-        assert coordinator_of(admin, group) == (coordinator, "STABLE", 2)
+        assert coordinator_of(kafka_ports, group) == (coordinator, "STABLE", 2)
         # killed while the members read and commit, with records still coming
         more.start()
         brokers[coordinator].kill()
         polled_until(lambda: len(log.seen) >= 200, 90, "every record read after the failover")
         new_coordinator = zk_state(zk, "__consumer_offsets", offsets)["leader"]
         assert new_coordinator not in (coordinator, -1)
-        assert coordinator_of(admin, group) == (new_coordinator, "STABLE", 2)
+        assert coordinator_of(kafka_ports, group) == (new_coordinator, "STABLE", 2)
         polled_until(lambda: log.commits == {0: 100, 1: 100}, 20, "every record committed")
         # what the new coordinator holds, as each member sees it
         for m in members:
             committed = m.consumer.committed([TopicPartition(topic, p) for p in range(n)],
                                              timeout=20)
             assert {tp.partition: tp.offset for tp in committed} == {0: 100, 1: 100}
+        brokers[coordinator].start()
+        wait_until(lambda: full_isr(zk, "__consumer_offsets", OFFSETS_PARTITIONS), 60,
+                   f"broker {coordinator} back in the ISRs of __consumer_offsets")
+        # a controlled stop (SIGTERM) of the coordinator hands the group over as well
+        more = threading.Thread(target=produce_values, daemon=True, args=(
+            kafka_ports, topic, range(200, 300), n), kwargs={"pace_s": 0.03})
+        more.start()
+        stopped = zk_state(zk, "__consumer_offsets", offsets)["leader"]
+        brokers[stopped].stop()
+        polled_until(lambda: len(log.seen) >= 300, 90, "every record read after the stop")
+        assert coordinator_of(kafka_ports, group) == (
+            zk_state(zk, "__consumer_offsets", offsets)["leader"], "STABLE", 2)
+        polled_until(lambda: log.commits == {0: 150, 1: 150}, 20, "every record committed")
     finally:
         more.join(timeout=60)
         for m in members:
             m.consumer.close()
-        if not brokers[coordinator].running:
-            brokers[coordinator].start()
     print(f"group: {log.rereads} records read again, {len(log.failed_commits)} failed commits")
-    assert sorted(log.seen.values()) == list(range(200))
+    assert sorted(log.seen.values()) == list(range(300))
     assert not log.rereads_below_commit, (
         f"records read again below a commit that had succeeded: {log.rereads_below_commit[:10]}")
     assert not log.message_errors, log.message_errors[:5]
     for m in members:
         assert not m.errors.unexpected(), m.errors.unexpected()
+    for b in brokers:
+        if not b.running:
+            b.start()
     wait_until(lambda: full_isr(zk, "__consumer_offsets", OFFSETS_PARTITIONS) and
-               full_isr(zk, topic, n), 60, f"broker {coordinator} back in every ISR")
+               full_isr(zk, topic, n), 60, "every broker back in every ISR")
