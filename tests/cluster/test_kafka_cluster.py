@@ -296,6 +296,24 @@ def test_a_follower_fetch_over_kafka_closes_the_connection(
         kafka_call(kafka_ports[st["leader"]], fetch, 11)
 
 
+def test_producer_ids_are_unique_across_brokers(
+        brokers: list[BrokerProcess], kafka_ports: dict[int, int]) -> None:
+    """InitProducerId on any broker hands out an id no other broker hands out (blocks
+    of ids taken in ZooKeeper, as Kafka does): two idempotent producers sharing an id
+    would have their sequence numbers checked against each other's."""
+    from kafka.protocol.producer import InitProducerIdRequest
+
+    ids = []
+    for _ in range(4):
+        for i in range(3):
+            req = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                        producer_id=-1, producer_epoch=-1)
+            got = kafka_call(kafka_ports[i], req, 4)
+            assert (got.error_code, got.producer_epoch) == (0, 0)
+            ids.append(got.producer_id)
+    assert len(set(ids)) == len(ids), ids
+
+
 # --- an idempotent producer through failovers ------------------------------------------------
 
 
