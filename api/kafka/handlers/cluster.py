@@ -54,8 +54,9 @@ def brokers_of(ctx: RequestContext) -> list[dict[str, Any]]:
 
 
 def controller_of(ctx: RequestContext) -> int:
+    """The active controller's id; -1 while none is known, as Kafka answers."""
     cid = ctx.broker.cache.controller_id
-    return ctx.broker.broker_id if cid is None else cid
+    return -1 if cid is None else cid
 
 
 @api("Metadata", 0, 12)
