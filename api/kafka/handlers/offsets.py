@@ -37,7 +37,9 @@ async def list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
                 if epoch >= 0 and (code := p.check_fetch_epoch(epoch)):
                     answer["error_code"] = code
                     continue
-                found = await replicas.offset_and_timestamp(tp, int(part["timestamp"]))
+                # a new leader behind its epoch's start answers OFFSET_NOT_AVAILABLE at
+                # once, as Kafka does: the client retries, the connection is not held
+                found = await replicas.offset_and_timestamp(tp, int(part["timestamp"]), wait_s=0)
                 answer["leader_epoch"] = replicas.leader_partition(tp).leader_epoch
             except FranzError as exc:
                 answer["error_code"] = errors.code_of(exc)

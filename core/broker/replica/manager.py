@@ -441,12 +441,12 @@ class ReplicaManager:
         new leader first waits, bounded, for its HW to reach its epoch's start."""
         return (await self._offsets_leader(tp)).offsets()
 
-    async def _offsets_leader(self, tp: TopicPartition) -> Partition:
+    async def _offsets_leader(self, tp: TopicPartition, wait_s: float | None = None) -> Partition:
         p = self.leader_partition(tp)
         if p.offsets_available:
             return p
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + OFFSETS_WAIT_S
+        deadline = loop.time() + (OFFSETS_WAIT_S if wait_s is None else wait_s)
         while loop.time() < deadline:
             await wait_on((p.data_waiters,), deadline - loop.time())
             p = self.leader_partition(tp)
@@ -462,11 +462,13 @@ class ReplicaManager:
         found = await self.offset_and_timestamp(tp, timestamp_ms)
         return None if found is None else found[0]
 
-    async def offset_and_timestamp(self, tp: TopicPartition,
-                                   timestamp_ms: int) -> tuple[int, int] | None:
+    async def offset_and_timestamp(self, tp: TopicPartition, timestamp_ms: int, *,
+                                   wait_s: float | None = None) -> tuple[int, int] | None:
         """As ``offset_for_timestamp``, with the record's timestamp (-1 for the HW and the
-        log start): Kafka's ListOffsets answer."""
-        p = await self._offsets_leader(tp)
+        log start): Kafka's ListOffsets answer. ``wait_s``: how long a new leader may
+        wait for its HW (default ``OFFSETS_WAIT_S``; 0 answers OffsetNotAvailableError at
+        once, as Kafka's ListOffsets does, the client retrying)."""
+        p = await self._offsets_leader(tp, wait_s)
         if timestamp_ms == -1:
             return p.high_watermark, -1
         if timestamp_ms == -2:

@@ -437,6 +437,16 @@ async def test_a_new_leaders_offsets_are_not_available_if_its_hw_stays_behind(
         await rm.offset_for_timestamp(TP, -2)
 
 
+async def test_kafkas_list_offsets_answers_a_new_leader_at_once(rm: ReplicaManager) -> None:
+    """The Kafka door's ListOffsets does not hold the connection: OFFSET_NOT_AVAILABLE now."""
+    await a_new_leader_behind_its_log(rm)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(OffsetNotAvailableError):
+        await rm.offset_and_timestamp(TP, -1, wait_s=0)
+    assert loop.time() - started < 0.5
+
+
 # --- the leader side of replication: follower fetches -----------------------------------
 
 
