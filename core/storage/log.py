@@ -582,11 +582,7 @@ class PartitionLog:
         one batch if ``min_one_batch``), none whose base offset is >= ``max_offset``;
         ``max_records``: the reader wants no more records than that (the offset's batch
         alone is read when it holds them: a 1-record read of an 11 GB log copied 1 MiB)."""
-        if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is out of range for {self._where()}: log start "
-                f"{self.log_start_offset}, log end {self.log_end_offset}"
-            )
+        self._check_in_range(offset)
         empty = FetchData(b"", offset, offset)
         if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
             return empty
@@ -603,16 +599,19 @@ class PartitionLog:
                 )
         return empty
 
-    def read_region(self, offset: int, max_bytes: int, *,
-                    max_offset: int | None = None) -> FileRegion | None:
-        """As ``read`` (at least one batch), as a range of one segment file for
-        sendfile(2); None when there is nothing to send. Out-of-range offsets raise as
-        ``read`` does."""
+    def _check_in_range(self, offset: int) -> None:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is out of range for {self._where()}: log start "
                 f"{self.log_start_offset}, log end {self.log_end_offset}"
             )
+
+    def read_region(self, offset: int, max_bytes: int, *,
+                    max_offset: int | None = None) -> FileRegion | None:
+        """As ``read`` (at least one batch), as a range of one segment file for
+        sendfile(2); None when there is nothing to send. Out-of-range offsets raise as
+        ``read`` does."""
+        self._check_in_range(offset)
         if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
             return None
         for i in range(max(0, bisect.bisect_right(self._bases, offset) - 1), len(self.segments)):

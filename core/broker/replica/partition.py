@@ -31,6 +31,8 @@ from __future__ import annotations
 import logging
 import struct
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from core.broker.controller.leader_election import (
@@ -328,28 +330,12 @@ class Partition:
         and the LEO (a new leader whose HW has not caught up with its log yet) reads
         nothing, it is not out of range. Batches are handed out as stored; their CRCs
         are verified where they become records (``batch_cache``) or a follower's log."""
-        self.check_online()
-        leo = self.log.log_end_offset
-        if offset > leo or offset < self.log.log_start_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is out of range for {self.tp[0]}-{self.tp[1]}: "
-                f"valid offsets are {self.log.log_start_offset}..{leo}"
-            )
+        leo = self._readable(offset)
         limit = self.high_watermark if up_to_hw else leo
         if offset >= limit:
             return FetchData(b"", offset, offset)
-        try:
+        with self._read_errors(offset):
             data = self.log.read(offset, max_bytes, max_offset=limit, max_records=max_records)
-        except CorruptRecordError as exc:
-            log.error("%s-%d: corrupt log at offset %d: %s", *self.tp, offset, exc)
-            raise CorruptRecordError(
-                f"{self.tp[0]}-{self.tp[1]}: the log is corrupt at offset {offset} ({exc.message})"
-            ) from exc
-        except OSError as exc:
-            log.error("%s-%d: read at offset %d failed: %s", *self.tp, offset, exc)
-            raise KafkaStorageError(
-                f"cannot read {self.tp[0]}-{self.tp[1]} at offset {offset}: {_os_reason(exc)}"
-            ) from exc
         if data.data and data.first_offset < self._verify_below:
             return self._verified(data)
         return data
@@ -359,6 +345,18 @@ class Partition:
         be sent with sendfile(2) (a consumer's Kafka Fetch). None when ``read`` must be
         used instead: nothing to read, or the batches were on disk at load and their
         CRCs not checked yet (``read`` checks them, and never serves a corrupt one)."""
+        self._readable(offset)
+        if offset >= self.high_watermark:
+            return None
+        with self._read_errors(offset):
+            region = self.log.read_region(offset, max_bytes, max_offset=self.high_watermark)
+        if region is not None and region.first_offset < self._verify_below and \
+                not self._all_verified(region.first_offset, region.high_offset):
+            return None  # not all checked yet: ``read`` checks and serves it
+        return region
+
+    def _readable(self, offset: int) -> int:
+        """The LEO, once ``offset`` is in the valid range [log start, LEO]."""
         self.check_online()
         leo = self.log.log_end_offset
         if offset > leo or offset < self.log.log_start_offset:
@@ -366,10 +364,13 @@ class Partition:
                 f"offset {offset} is out of range for {self.tp[0]}-{self.tp[1]}: "
                 f"valid offsets are {self.log.log_start_offset}..{leo}"
             )
-        if offset >= self.high_watermark:
-            return None
+        return leo
+
+    @contextmanager
+    def _read_errors(self, offset: int) -> Iterator[None]:
+        """A read's failures as the errors clients get, naming the partition."""
         try:
-            region = self.log.read_region(offset, max_bytes, max_offset=self.high_watermark)
+            yield
         except CorruptRecordError as exc:
             log.error("%s-%d: corrupt log at offset %d: %s", *self.tp, offset, exc)
             raise CorruptRecordError(
@@ -380,12 +381,13 @@ class Partition:
             raise KafkaStorageError(
                 f"cannot read {self.tp[0]}-{self.tp[1]} at offset {offset}: {_os_reason(exc)}"
             ) from exc
-        if region is not None and region.first_offset < self._verify_below:
-            starts, ends = self._verified_starts, self._verified_ends
-            i = bisect_right(starts, region.first_offset) - 1
-            if i < 0 or ends[i] < min(region.high_offset, self._verify_below):
-                return None  # not all checked yet: ``read`` checks and serves it
-        return region
+
+    def _all_verified(self, first: int, end: int) -> bool:
+        """Whether the batches from ``first`` up to ``end`` (or ``_verify_below``) passed
+        their CRC check on an earlier read."""
+        starts, ends = self._verified_starts, self._verified_ends
+        i = bisect_right(starts, first) - 1
+        return i >= 0 and ends[i] >= min(end, self._verify_below)
 
     # --- CRC checks of what was on disk at load ---------------------------------------
 
@@ -393,10 +395,9 @@ class Partition:
         """``data`` once every batch in it below ``_verify_below`` passed its CRC check
         (now or on an earlier read); cut before the first that fails, or
         CorruptRecordError when that is the first batch."""
-        starts, ends, limit = self._verified_starts, self._verified_ends, self._verify_below
-        i = bisect_right(starts, data.first_offset) - 1
-        if i >= 0 and ends[i] >= min(data.high_offset, limit):
+        if self._all_verified(data.first_offset, data.high_offset):
             return data  # all checked before
+        starts, ends, limit = self._verified_starts, self._verified_ends, self._verify_below
         buf = data.data
         view = memoryview(buf)
         frame, delta = _FRAME.unpack_from, _INT32.unpack_from
