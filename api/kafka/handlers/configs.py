@@ -5,6 +5,7 @@ refused with a message saying so)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from api.kafka import errors
@@ -84,35 +85,13 @@ def _refuse_broker(answer: dict[str, Any]) -> None:
         "file or environment and restart it"))
 
 
-@api("AlterConfigs", 0, 2)
-async def alter_configs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    """Kafka's legacy call: the topic's overrides become exactly those given."""
-    out = []
-    for r in req["resources"][:MAX_RESOURCES]:
-        kind, name = r["resource_type"], r["resource_name"]
-        answer: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": kind,
-                                  "resource_name": name}
-        out.append(answer)
-        if kind != TOPIC:
-            _refuse_broker(answer)
-            continue
-        if not ctx.allowed(Operation.ALTER_CONFIGS, ResourceType.TOPIC, name):
-            answer["error_code"] = errors.TOPIC_AUTHORIZATION_FAILED
-            continue
-        values = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
-        try:
-            current = {e.name for e in await ctx.broker.describe_topic_configs(name)
-                       if str(e.source) == "DYNAMIC_TOPIC_CONFIG"}
-            await ctx.broker.alter_topic_configs(
-                name, set_values=values, reset=sorted(current - set(values)),
-                validate_only=bool(req["validate_only"]))
-        except FranzError as exc:
-            answer.update(error_code=errors.code_of(exc), error_message=errors.message_of(exc))
-    return {"throttle_time_ms": 0, "responses": out}
+Changes = tuple[dict[str, str], list[str]]  # (values to set, names to reset)
+Planner = Callable[[RequestContext, str, dict[str, Any]], Awaitable[Changes]]
 
 
-@api("IncrementalAlterConfigs", 0, 1)
-async def incremental_alter_configs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def _alter_topics(ctx: RequestContext, req: dict[str, Any], plan: Planner) -> dict[str, Any]:
+    """Both alter calls: per resource, broker configs refused, ALTER_CONFIGS checked,
+    then ``plan``'s changes applied through the topic admin (its validation, its errors)."""
     out = []
     for r in req["resources"][:MAX_RESOURCES]:
         kind, name = r["resource_type"], r["resource_name"]
@@ -126,25 +105,49 @@ async def incremental_alter_configs(ctx: RequestContext, req: dict[str, Any]) ->
             answer["error_code"] = errors.TOPIC_AUTHORIZATION_FAILED
             continue
         try:
-            effective = {e.name: e.value for e in await ctx.broker.describe_topic_configs(name)}
-            set_values: dict[str, str] = {}
-            reset: list[str] = []
-            for c in r["configs"]:
-                key, op, value = c["name"], c["config_operation"], c["value"]
-                if op == SET and value is not None:
-                    set_values[key] = value
-                elif op == DELETE:
-                    reset.append(key)
-                elif op in (APPEND, SUBTRACT) and value is not None:
-                    items = [v for v in (set_values.get(key) or effective.get(key) or "").split(",") if v]
-                    given = [v.strip() for v in value.split(",") if v.strip()]
-                    items = items + [v for v in given if v not in items] if op == APPEND \
-                        else [v for v in items if v not in given]
-                    set_values[key] = ",".join(items)
-                else:
-                    raise InvalidRequestError(f"config {key}: operation {op} with value {value!r} is not valid")
+            set_values, reset = await plan(ctx, name, r)
             await ctx.broker.alter_topic_configs(name, set_values=set_values, reset=reset,
                                                  validate_only=bool(req["validate_only"]))
         except FranzError as exc:
             answer.update(error_code=errors.code_of(exc), error_message=errors.message_of(exc))
     return {"throttle_time_ms": 0, "responses": out}
+
+
+async def _replace_all(ctx: RequestContext, name: str, resource: dict[str, Any]) -> Changes:
+    """Kafka's legacy AlterConfigs: the topic's overrides become exactly those given."""
+    values = {c["name"]: c["value"] for c in resource["configs"] if c["value"] is not None}
+    current = {e.name for e in await ctx.broker.describe_topic_configs(name)
+               if str(e.source) == "DYNAMIC_TOPIC_CONFIG"}
+    return values, sorted(current - set(values))
+
+
+async def _incremental(ctx: RequestContext, name: str, resource: dict[str, Any]) -> Changes:
+    """SET, DELETE, and APPEND / SUBTRACT on list values (from the effective value)."""
+    effective = {e.name: e.value for e in await ctx.broker.describe_topic_configs(name)}
+    set_values: dict[str, str] = {}
+    reset: list[str] = []
+    for c in resource["configs"]:
+        key, op, value = c["name"], c["config_operation"], c["value"]
+        if op == SET and value is not None:
+            set_values[key] = value
+        elif op == DELETE:
+            reset.append(key)
+        elif op in (APPEND, SUBTRACT) and value is not None:
+            items = [v for v in (set_values.get(key) or effective.get(key) or "").split(",") if v]
+            given = [v.strip() for v in value.split(",") if v.strip()]
+            items = items + [v for v in given if v not in items] if op == APPEND \
+                else [v for v in items if v not in given]
+            set_values[key] = ",".join(items)
+        else:
+            raise InvalidRequestError(f"config {key}: operation {op} with value {value!r} is not valid")
+    return set_values, reset
+
+
+@api("AlterConfigs", 0, 2)
+async def alter_configs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    return await _alter_topics(ctx, req, _replace_all)
+
+
+@api("IncrementalAlterConfigs", 0, 1)
+async def incremental_alter_configs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    return await _alter_topics(ctx, req, _incremental)
