@@ -80,12 +80,9 @@ async def fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     while True:
         answers, total, waiters = _read(ctx, wanted, denied, max_bytes)
         remaining = deadline - loop.time()
-        if total >= min_bytes or total > 0 and min_bytes <= 1 or remaining <= 0 or not waiters:
+        if total >= min_bytes or remaining <= 0 or not waiters:
             break
-        await wait_on(waiters, remaining)
-        if loop.time() >= deadline:
-            answers, total, waiters = _read(ctx, wanted, denied, max_bytes)
-            break
+        await wait_on(waiters, remaining)  # woken by an append, or the deadline: read again
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (name, index), answer in answers:
         if session is not None:

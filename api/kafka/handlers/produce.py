@@ -112,9 +112,8 @@ async def produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any] | 
 async def _append(ctx: RequestContext, replicas: Any, tp: TopicPartition, records: memoryview,
                   acks: int, timeout_ms: int) -> Any:
     broker = ctx.broker
-    broker.cache.existing_partition(*tp)
-    partition = errors.led_here(replicas, tp)  # NOT_LEADER_OR_FOLLOWER before any decoding
-    del partition
+    broker.cache.existing_partition(*tp)  # UNKNOWN_TOPIC_OR_PARTITION
+    errors.led_here(replicas, tp)  # NOT_LEADER_OR_FOLLOWER, before any decoding
     data = bytearray(records)
     validate_untrusted_records(data, where=f"{tp.topic}-{tp.partition}")
     info = await replicas.append(tp, data, acks=acks, timeout_ms=timeout_ms)
