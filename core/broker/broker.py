@@ -416,8 +416,8 @@ class Broker:
         it writes and appends to them through the replica manager, never over this call."""
         if is_internal_topic(topic):
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
-        validate_untrusted_records(data, where=f"{topic}-{partition}")
-        return await self.replica_manager.append(TopicPartition(topic, partition), data,
+        checked = validate_untrusted_records(data, where=f"{topic}-{partition}")
+        return await self.replica_manager.append(TopicPartition(topic, partition), checked,
                                                  acks=acks, timeout_ms=timeout_ms)
 
     async def local_fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int,

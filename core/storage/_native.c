@@ -2,6 +2,8 @@
  *
  * record_sizes(records, count) -> list[int]: cumulative key + value sizes of a batch's
  * records (how reads cut at max_bytes) without decoding them.
+ * check_records(records, count, keys_required): every record of an untrusted batch
+ * checked as readers will decode it, in one pass.
  * encode_records(...) -> the records section of a produce batch: keys, headers and
  * per-record timestamps, all records or a chosen subset (one partition's) in one pass;
  * encode_built(...) -> that section as a whole uncompressed batch, header and CRC-32C
@@ -64,6 +66,108 @@ static PyObject *record_sizes(PyObject *self, PyObject *args) {
         }
         PyList_SET_ITEM(out, i + 1, n);
     }
+done:
+    PyBuffer_Release(&records);
+    return out;
+}
+
+/* check_records(records, count, keys_required) -> None | (index, message, kind): every
+ * record of a batch's (decompressed) records section decoded the way readers will,
+ * without building any object: length, attributes (unused, but a high bit set would
+ * read as a varint to aiokafka's decoder: refused), timestamp delta, offset delta
+ * (must be the record's index), key, value, headers (keys non-null UTF-8, values
+ * null at any negative length, as the codecs read them), each record exactly its length, nothing after the last. The first fault
+ * is answered, not raised: kind is "corrupt", "offset" (a delta out of sequence) or
+ * "key" (a null key where keys_required). One pass over the bytes: the produce path
+ * of untrusted batches (the Kafka door, the internal append). */
+static PyObject *record_fault(Py_ssize_t index, const char *message, const char *kind) {
+    return Py_BuildValue("(nss)", index, message, kind);
+}
+
+static int valid_utf8(const unsigned char *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        if (p[i] >= 0x80) { /* rare in header keys: Python's strict decoder decides */
+            PyObject *s = PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)n, "strict");
+            if (s == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            Py_DECREF(s);
+            return 1;
+        }
+    }
+    return 1;
+}
+
+static PyObject *check_records(PyObject *self, PyObject *args) {
+    Py_buffer records;
+    Py_ssize_t count;
+    int keys_required;
+    if (!PyArg_ParseTuple(args, "y*np", &records, &count, &keys_required)) return NULL;
+    PyObject *out = NULL;
+    if (count < 0) {
+        out = record_fault(0, "negative record count", "corrupt");
+        goto done;
+    }
+    Reader r = {(const unsigned char *)records.buf,
+                (const unsigned char *)records.buf + records.len};
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length, ts_delta, offset_delta, header_count;
+        Field key, value;
+        if (read_varlong(&r, &length) < 0 || length < 1 || length > r.end - r.p) {
+            out = record_fault(i, "bad record length", "corrupt");
+            goto done;
+        }
+        if (*r.p & 0x80) { /* unused in v2; aiokafka's reader takes it for a varint */
+            out = record_fault(i, "record attributes byte has its high bit set", "corrupt");
+            goto done;
+        }
+        Reader rec = {r.p + 1, r.p + length}; /* past the attributes byte */
+        r.p += length;
+        if (read_varlong(&rec, &ts_delta) < 0 || read_varlong(&rec, &offset_delta) < 0 ||
+            read_field(&rec, &key) < 0 || read_field(&rec, &value) < 0 ||
+            read_varlong(&rec, &header_count) < 0) {
+            out = record_fault(i, "truncated record", "corrupt");
+            goto done;
+        }
+        if (offset_delta != i) {
+            char message[48];
+            snprintf(message, sizeof message, "offset delta %lld", (long long)offset_delta);
+            out = record_fault(i, message, "offset");
+            goto done;
+        }
+        if (header_count < 0 || header_count > rec.end - rec.p) {
+            out = record_fault(i, "bad record header count", "corrupt");
+            goto done;
+        }
+        for (int64_t j = 0; j < header_count; j++) {
+            Field hk;
+            int64_t hv_len; /* any negative length is a null value, as the codecs read it */
+            if (read_field(&rec, &hk) < 0 || hk.len < 0 || read_varlong(&rec, &hv_len) < 0 ||
+                hv_len > rec.end - rec.p) {
+                out = record_fault(i, "bad record header", "corrupt");
+                goto done;
+            }
+            if (hv_len > 0) rec.p += hv_len;
+            if (!valid_utf8(hk.data, hk.len)) {
+                out = record_fault(i, "record header key is not UTF-8", "corrupt");
+                goto done;
+            }
+        }
+        if (rec.p != rec.end) {
+            out = record_fault(i, "record length does not match its fields", "corrupt");
+            goto done;
+        }
+        if (keys_required && key.len < 0) {
+            out = record_fault(i, "null key", "key");
+            goto done;
+        }
+    }
+    if (r.p != r.end) {
+        out = record_fault(count, "bytes left after the last record", "corrupt");
+        goto done;
+    }
+    out = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&records);
     return out;
@@ -774,6 +878,10 @@ static PyMethodDef methods[] = {
      "partitioner over a column of keys (null keys under -1)."},
     {"murmur2", murmur2, METH_VARARGS,
      "murmur2(data) -> int: Kafka's Utils.murmur2, a signed 32-bit int."},
+    {"check_records", check_records, METH_VARARGS,
+     "check_records(records, count, keys_required) -> None | (index, message, kind): "
+     "every record of a v2 records section decoded as readers will, the first fault "
+     "answered (kind: corrupt, offset, key)."},
     {"record_sizes", record_sizes, METH_VARARGS,
      "record_sizes(records, count) -> list[int]: cumulative key + value bytes of a v2 "
      "batch's records (count + 1 items)."},

@@ -137,6 +137,18 @@ class BuiltBatch(bytearray):
     __slots__ = ()
 
 
+class CheckedBatches(bytearray):
+    """Whole v2 batches from outside this process whose CRCs and every record
+    ``log_validator.validate_untrusted_records`` checked here, with their headers
+    (``batches``: ``(position, header)`` each): the leader's append checks what the
+    topic's configuration and the producer state may refuse, not the CRC again. Only
+    this exact type is trusted, and only as that function made it: franz never changes
+    its bytes before the append."""
+
+    __slots__ = ("batches",)
+    batches: list[tuple[int, BatchHeader]]
+
+
 def assemble_batch(header: BatchHeader, payload: bytes | bytearray | memoryview,
                    cls: type[bytearray] = bytearray) -> bytearray:
     """A whole batch: ``header``'s fields (its ``batch_length``, ``magic`` and ``crc``

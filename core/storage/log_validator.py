@@ -22,6 +22,7 @@ from core.storage import codec, native
 from core.storage.batch import (
     BatchHeader,
     BuiltBatch,
+    CheckedBatches,
     is_crc_valid,
     parse_header,
     patch_base_offset,
@@ -70,24 +71,29 @@ def validate_client_batches(
     """Every batch of a produce payload, or the first error found (nothing is written
     by the caller if this raises). ``where`` names the partition in messages. A
     ``BuiltBatch`` (this process's produce path built it) is checked against the
-    topic's configuration only (its CRC, ~5 us per 110 KB, was just computed)."""
+    topic's configuration only (its CRC, ~5 us per 110 KB, was just computed); the
+    batches of ``CheckedBatches`` (``validate_untrusted_records``) skip their CRC."""
     if type(buf) is BuiltBatch:
         h = parse_header(buf, 0)
         if h.size == len(buf):
             _check_size(h, config, where=where)
             _check_records_against_config(buf, 0, h, config, now_ms=now_ms, where=where)
             return [(0, h)]
-    batches = split_batches(buf)
+    checked = type(buf) is CheckedBatches
+    batches = buf.batches if checked else split_batches(buf)  # type: ignore[attr-defined]
     for pos, header in batches:
-        _validate_client_batch(buf, pos, header, config, now_ms=now_ms, where=where)
+        _validate_client_batch(buf, pos, header, config, now_ms=now_ms, where=where,
+                               crc_checked=checked)
     return batches
 
 
 def _validate_client_batch(
-    buf: bytearray, pos: int, h: BatchHeader, config: LogConfig, *, now_ms: int, where: str
+    buf: bytearray, pos: int, h: BatchHeader, config: LogConfig, *, now_ms: int, where: str,
+    crc_checked: bool = False,
 ) -> None:
     _check_size(h, config, where=where)
-    _check_crc(buf, pos, h, where=where)
+    if not crc_checked:
+        _check_crc(buf, pos, h, where=where)
     if h.last_offset_delta + 1 != h.records_count:
         raise InvalidRecordError(
             f"record batch in the append to {where} has lastOffsetDelta {h.last_offset_delta} "
@@ -127,23 +133,59 @@ def _check_crc(buf: Buffer, pos: int, h: BatchHeader, *, where: str) -> None:
         )
 
 
-def validate_untrusted_records(data: Buffer, *, where: str) -> None:
-    """Decode every record of a payload built outside this process (the internal API's
-    appends) the way readers will, so nothing written can fail a later read: whole
-    batches, CRCs, record lengths, key/value/header framing, the record count and
-    consecutive offset deltas. Client produces skip this: franz built their batches.
-    CorruptRecordError (framing, CRC, decoding) or InvalidRecordError (offsets)."""
-    for pos, h in split_batches(data):
-        _check_crc(data, pos, h, where=where)
-        try:
-            _check_records(bytes(memoryview(data)[pos : pos + h.size]), h, where=where)
-        except CorruptRecordError as exc:
-            raise CorruptRecordError(
-                f"record batch at byte {pos} of the append to {where} does not decode: {exc}"
-            ) from exc
+def validate_untrusted_records(data: Buffer, *, where: str) -> CheckedBatches:
+    """Decode every record of a payload built outside this process (a Kafka client's
+    produce, the internal API's appends) the way readers will, so nothing written can
+    fail a later read: whole batches, CRCs, record lengths, key/value/header framing,
+    the record count and consecutive offset deltas. Client produces skip this: franz
+    built their batches. CorruptRecordError (framing, CRC, decoding) or
+    InvalidRecordError (offsets). The answer is a copy of ``data`` the append trusts
+    for what was checked here, so no CRC is computed twice."""
+    buf = CheckedBatches(data)
+    batches = split_batches(buf)
+    for pos, h in batches:
+        _check_crc(buf, pos, h, where=where)
+        _check_records(buf, pos, h, where=where)
+    buf.batches = batches
+    return buf
 
 
-def _check_records(raw: bytes, h: BatchHeader, *, where: str) -> None:
+def _check_records(buf: CheckedBatches, pos: int, h: BatchHeader, *, where: str) -> None:
+    raw = memoryview(buf)[pos : pos + h.size]
+    try:
+        if native.AVAILABLE:
+            fault = native.record_fault(raw, h)
+            if fault is not None:
+                _raise_record_fault(fault, h, where=where)
+            return
+        _check_records_in_python(bytes(raw), h, where=where)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"record batch at byte {pos} of the append to {where} does not decode: {exc}"
+        ) from exc
+    finally:
+        raw.release()
+
+
+def _raise_record_fault(fault: tuple[int, str, str], h: BatchHeader, *, where: str) -> None:
+    index, message, kind = fault
+    if kind == "offset":
+        raise InvalidRecordError(
+            f"record {index} of the batch at offset {h.base_offset} in the append to "
+            f"{where} has {message}: deltas must count up from 0"
+        )
+    if kind == "key":
+        raise InvalidRecordError(
+            f"compacted topic cannot accept a record without a key (append to {where}, "
+            f"record {index} of its batch)"
+        )
+    raise CorruptRecordError(f"record {index} of the batch: {message}")
+
+
+def _check_records_in_python(raw: bytes, h: BatchHeader, *, where: str) -> None:
+    """Without the C extension: the codec's own decoder, record by record, and the
+    attributes bytes the C checker refuses."""
+    _check_attributes(native.records_section(raw, h), h.records_count)
     expected = h.base_offset
     # the codec reads exactly recordsCount records and refuses bytes left after them
     for offset, *_ in codec.iter_batch_records(raw):
@@ -154,9 +196,30 @@ def _check_records(raw: bytes, h: BatchHeader, *, where: str) -> None:
                 f"must count up from 0"
             )
         expected += 1
-    # The C reader of reads and rendering refuses null lengths below -1, which the
-    # codecs take as null: check with it too, so what is written renders.
-    native.record_sizes(raw, h)
+
+
+def _check_attributes(records: bytes | memoryview, count: int) -> None:
+    """Every record's attributes byte (unused in v2) below 0x80: aiokafka's decoder
+    would read one with the high bit as a varint, and the record's fields wrongly."""
+    pos = 0
+    for index in range(count):
+        length = shift = 0
+        while True:  # the record's length, a zigzag varint
+            if pos >= len(records) or shift > 63:
+                raise CorruptRecordError(f"record {index} of the batch: bad record length")
+            b = records[pos]
+            pos += 1
+            length |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        length = (length >> 1) ^ -(length & 1)
+        if length < 1 or pos + length > len(records):
+            raise CorruptRecordError(f"record {index} of the batch: bad record length")
+        if records[pos] & 0x80:
+            raise CorruptRecordError(
+                f"record {index} of the batch: record attributes byte has its high bit set")
+        pos += length
 
 
 def _validate_timestamps(h: BatchHeader, config: LogConfig, *, now_ms: int, where: str) -> None:
@@ -173,6 +236,11 @@ def _validate_timestamps(h: BatchHeader, config: LogConfig, *, now_ms: int, wher
 
 def _validate_keys(buf: bytearray, pos: int, h: BatchHeader, *, where: str) -> None:
     view = memoryview(buf)[pos : pos + h.size]
+    if native.AVAILABLE:
+        fault = native.record_fault(view, h, keys_required=True)
+        if fault is not None:  # a framing fault of a trusted batch reads as corrupt too
+            _raise_record_fault(fault, h, where=where)
+        return
     for offset, _ts, _type, key, _value, _headers in codec.iter_batch_records(view):
         if key is None:
             raise InvalidRecordError(

@@ -1,7 +1,8 @@
 """The C accelerator of Kafka's record format, when it was built (``core/storage/_native.c``).
 
 ``record_sizes`` gives a batch's cumulative key + value sizes (how reads cut at
-``max_bytes``) without decoding its records; ``encode_batch`` writes one partition's
+``max_bytes``) without decoding its records; ``record_fault`` checks every record of
+an untrusted batch in one pass; ``encode_batch`` writes one partition's
 batch of a produce request (keys, headers, per-record timestamps) in one pass;
 ``key_partitions`` and ``murmur2`` are Kafka's default partitioner. All answer None when
 the extension is missing (installed without a C compiler); callers then take their
@@ -102,6 +103,16 @@ def records_section(raw: bytes, h: BatchHeader) -> bytes | memoryview:
     if h.compression != codec.NONE:
         body = codec.decompress(h.compression, body)
     return body
+
+
+def record_fault(raw: bytes | bytearray | memoryview, h: BatchHeader, *,
+                 keys_required: bool = False) -> tuple[int, str, str] | None:
+    """The first record of the whole batch ``raw`` (header ``h``) that readers could not
+    decode, as ``(index, message, kind)`` (kind ``corrupt``, ``offset`` for an offset
+    delta out of sequence, ``key`` for a null key when ``keys_required``), or None when
+    all decode: one C pass over the (decompressed) records section. The extension
+    must be built (``AVAILABLE``); a codec fault raises CorruptRecordError."""
+    return _native.check_records(records_section(raw, h), h.records_count, keys_required)
 
 
 def record_sizes(raw: bytes, header: BatchHeader | None = None) -> list[int] | None:

@@ -114,8 +114,7 @@ async def _append(ctx: RequestContext, replicas: Any, tp: TopicPartition, record
     broker = ctx.broker
     broker.cache.existing_partition(*tp)  # UNKNOWN_TOPIC_OR_PARTITION
     errors.led_here(replicas, tp)  # NOT_LEADER_OR_FOLLOWER, before any decoding
-    data = bytearray(records)
-    validate_untrusted_records(data, where=f"{tp.topic}-{tp.partition}")
+    data = validate_untrusted_records(records, where=f"{tp.topic}-{tp.partition}")
     info = await replicas.append(tp, data, acks=acks, timeout_ms=timeout_ms)
     if not info.duplicate:
         broker.topic_stats.record_append(tp.topic, records=info.num_records, size=len(data))

@@ -24,10 +24,16 @@ KEY_LENGTH_AT = 61 + 4  # first record: length, attributes, timestamp and offset
 CODECS = [c for c in (codec.AIOKAFKA, codec.PURE_PYTHON) if c is not None]
 
 
-@pytest.fixture(params=CODECS, ids=lambda c: c.name)
+CHECKERS = (["native"] if native.AVAILABLE else []) + CODECS
+
+
+@pytest.fixture(params=CHECKERS, ids=lambda c: c if isinstance(c, str) else c.name)
 def with_codec(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Each test with each record-batch codec franz may run with."""
-    monkeypatch.setattr(codec, "iter_batch_records", request.param.iter_records)
+    """Each test with the C checker (one pass, ``native.record_fault``) and, as a
+    machine without the extension runs, with each record-batch codec's decoder."""
+    if request.param != "native":
+        monkeypatch.setattr(native, "AVAILABLE", False)
+        monkeypatch.setattr(codec, "iter_batch_records", request.param.iter_records)
     yield
 
 
@@ -101,7 +107,6 @@ def test_malformed_records_are_refused(name: str) -> None:
 
 
 @pytest.mark.skipif(not native.AVAILABLE, reason="the C reader is not built")
-@pytest.mark.usefixtures("with_codec")
 def test_null_lengths_below_minus_one_are_refused() -> None:
     # the codecs read a key length of -5 as null; the C reader of reads refuses it
     bad = batch_of(record(A, T0, T0, varint(-5), V, T0))
@@ -133,3 +138,74 @@ def test_a_refused_batch_is_one_the_log_would_have_taken(tmp_path: Path) -> None
     with pytest.raises(CorruptRecordError):
         decode_records(plog.read(0, 1 << 20).data)
     plog.close()
+
+
+@pytest.mark.skipif(not native.AVAILABLE, reason="the C checker is not built")
+@pytest.mark.parametrize("seed", range(3))
+def test_the_c_checker_agrees_with_the_decoders_on_damaged_batches(seed: int) -> None:
+    """Every byte of a batch with headers, keys and null values damaged in turn (CRC
+    fixed, so the records are what is judged): the one-pass C checker refuses exactly
+    the batches the decoders cannot read, read differently, or whose deltas are out of
+    sequence (aiokafka's reads a record attributes byte >= 0x80 as a varint)."""
+    import random
+
+    rng = random.Random(seed)
+    base = build_batch([NewRecord(None if i % 3 == 0 else b"v" * rng.randrange(0, 200),
+                                  key=None if i == 2 else f"k{i}".encode(),
+                                  headers=[("h\u00e9", b"x"), ("n", None)][: i % 3])
+                        for i in range(6)], now_ms=NOW)
+    for at in range(61, len(base)):
+        damaged = bytearray(base)
+        damaged[at] = rng.choice((0x00, 0x01, 0x7F, 0x80, 0xFF, damaged[at] ^ 0x40))
+        struct.pack_into(">I", damaged, 17, compute_crc(damaged, 0, len(damaged)))
+        h = BatchHeader(*struct.unpack_from(">qiibIhiqqqhii", damaged))
+        fault = native.record_fault(damaged, h)
+        try:  # readable: every decoder reads the same records, deltas in sequence
+            rows = [list(c.iter_records(bytes(damaged))) for c in CODECS]
+            native.record_sizes(bytes(damaged), h)  # what readers' C reader refuses
+            readable = all(r == rows[0] for r in rows) and [
+                row[0] for row in rows[0]] == list(range(len(rows[0])))
+        except CorruptRecordError:
+            readable = False
+        assert (fault is None) == readable, (at, damaged[at], fault)
+        with pytest.MonkeyPatch.context() as mp:  # the fallback without the extension
+            mp.setattr(native, "AVAILABLE", False)
+            try:
+                validate_untrusted_records(damaged, where="t-0")
+                fallback_readable = True
+            except (CorruptRecordError, InvalidRecordError):
+                fallback_readable = False
+        # without the extension nothing refuses lengths below -1 (the codecs read them
+        # as null, and so do readers then): the fallback takes what the C checker
+        # takes, and never a batch two codecs read differently
+        assert fallback_readable or not readable, (at, damaged[at])
+        if fallback_readable:
+            rows = [list(c.iter_records(bytes(damaged))) for c in CODECS]
+            assert all(r == rows[0] for r in rows), (at, damaged[at])
+
+
+def test_checked_batches_are_appended_without_a_second_crc(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``validate_untrusted_records`` answers is appended as checked: the log reads
+    its CRC once (in the check), yet still refuses what the topic's config refuses."""
+    from core.storage import log_validator
+
+    checked = validate_untrusted_records(good_batch(3) + good_batch(2), where="t-0")
+    calls = []
+    real = log_validator.is_crc_valid
+    monkeypatch.setattr(log_validator, "is_crc_valid",
+                        lambda *a: calls.append(a) or real(*a))
+    plog = PartitionLog.open(tmp_path / "t-0", LogConfig(), clock=ManualClock(NOW))
+    info = plog.append_as_leader(checked, leader_epoch=0)
+    assert (info.first_offset, info.last_offset, calls) == (0, 4, [])
+    assert [r.value for r in decode_records(plog.read(0, 1 << 20).data)] == [
+        b"v0", b"v1", b"v2", b"v0", b"v1"]
+    compacted = PartitionLog.open(tmp_path / "c-0", LogConfig(cleanup_policy=("compact",)),
+                                  clock=ManualClock(NOW))
+    unkeyed = build_batch([NewRecord(b"v")], now_ms=NOW)
+    with pytest.raises(InvalidRecordError, match="without a key"):
+        compacted.append_as_leader(validate_untrusted_records(unkeyed, where="c-0"),
+                                   leader_epoch=0)
+    assert compacted.log_end_offset == 0
+    plog.close()
+    compacted.close()
