@@ -49,7 +49,8 @@ The ceilings, in this file, not in franz:
                          per connection: reads a Kafka-framed ProduceRequest, takes its
                          batches at the offsets the generator wrote them (--layout), checks
                          each batch's CRC-32C (the crc32c package), appends the batches to
-                         a file with one writev(2) (emptied before each case) and answers
+                         a file with one writev(2) (kept, as a log keeps its data: a file
+                         emptied before each case would reuse its own pages) and answers
                          an 8-byte frame
   bare sendfile server   stdlib asyncio (uvloop has no sock_sendfile), one request at a time
                          per connection: reads a frame, answers a header and os.sendfile of
@@ -606,9 +607,10 @@ async def _bare_append_server(port: int, layout_file: Path, out_file: Path, read
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal written, active
-        if active == 0 and written:  # a new case: the last one's bytes go before it starts
-            os.ftruncate(fd, 0)
-            written = 0
+        # The file keeps what earlier cases wrote, as a log keeps its data: emptying it
+        # would hand this listener back the very pages it just wrote, which on a VM that
+        # returns free memory to its host costs 4-8x less to write than the fresh
+        # memory franz's growing segments take (docs/benchmarks.md, "Page cache").
         active += 1
         sock = writer.get_extra_info("socket")
         with contextlib.suppress(OSError):
@@ -627,7 +629,7 @@ async def _bare_append_server(port: int, layout_file: Path, out_file: Path, read
                         return  # a bad CRC: nothing written, the connection closed
                     parts.append(view[at:at + length])
                 written += os.writev(fd, parts)
-                if written > 16 << 30:  # bounded, should one case write that much
+                if written > 16 << 30:  # bounded, should the run write that much
                     os.ftruncate(fd, 0)
                     written = 0
                 writer.write(b"\x00\x00\x00\x04" + frame[4:8])  # the correlation id
