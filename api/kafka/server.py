@@ -28,6 +28,7 @@ import os
 import socket
 import struct
 import time
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -67,24 +68,48 @@ class Limits:
 
 
 class ByteBudget:
-    """Bytes of request bodies held at once, over every connection (waits, FIFO)."""
+    """Bytes of request bodies held at once, over every connection. A take that does
+    not fit waits, first come first served; one that fits while nobody waits is taken
+    at once, with no lock and no future (the usual case, once per chunk read)."""
 
     def __init__(self, total: int) -> None:
         self.total = total
         self.free = total
-        self._cond = asyncio.Condition()
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
 
     async def take(self, n: int) -> int:
         n = min(n, self.total)  # one frame larger than the budget waits for all of it
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.free >= n)
+        if not self._waiters and self.free >= n:
             self.free -= n
+            return n
+        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((n, granted))
+        try:
+            await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():  # granted as it was cancelled
+                self.give(n)
+            else:
+                self._wake()  # a cancelled head may have been holding others back
+            raise
         return n
 
-    async def give(self, n: int) -> None:
-        async with self._cond:
-            self.free += n
-            self._cond.notify_all()
+    def give(self, n: int) -> None:
+        self.free += n
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters = self._waiters
+        while waiters:
+            n, granted = waiters[0]
+            if granted.done():  # cancelled while waiting
+                waiters.popleft()
+                continue
+            if self.free < n:
+                return
+            waiters.popleft()
+            self.free -= n
+            granted.set_result(None)
 
 
 class KafkaServer:
@@ -167,38 +192,44 @@ class KafkaServer:
             except OSError:
                 pass
         idle_s = self.limits.idle_ms / 1000
+        loop = asyncio.get_running_loop()
         try:
             while True:
-                try:
-                    prefix = await asyncio.wait_for(reader.readexactly(4), idle_s)
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                size = _SIZE.unpack(prefix)[0]
-                if size < MIN_FRAME or size > self.limits.max_request_bytes:
-                    log.info("kafka: closing %s: a request of %d bytes (socket.request.max."
-                             "bytes=%d)", host, size, self.limits.max_request_bytes)
-                    return
                 held = 0
                 try:
-                    parts: list[bytes] = []
-                    remaining = size
-                    while remaining:  # the budget is taken for bytes that arrived, not
-                        try:              # for what a size prefix claims
-                            data = await asyncio.wait_for(
-                                reader.read(min(remaining, READ_CHUNK)), idle_s)
-                        except ConnectionError:
+                    # one timer per frame, pushed on as bytes arrive: the idle limit
+                    # holds between requests and for a frame that stalls
+                    async with asyncio.timeout(idle_s) as idle:
+                        try:
+                            prefix = await reader.readexactly(4)
+                        except (asyncio.IncompleteReadError, ConnectionError):
                             return
-                        if not data:
-                            return  # the client went away mid-frame
-                        held += await self._budget.take(len(data))
-                        parts.append(data)
-                        remaining -= len(data)
+                        size = _SIZE.unpack(prefix)[0]
+                        if size < MIN_FRAME or size > self.limits.max_request_bytes:
+                            log.info("kafka: closing %s: a request of %d bytes (socket."
+                                     "request.max.bytes=%d)", host, size,
+                                     self.limits.max_request_bytes)
+                            return
+                        parts: list[bytes] = []
+                        remaining = size
+                        while remaining:  # the budget is taken for bytes that arrived,
+                            idle.reschedule(loop.time() + idle_s)  # not for what a
+                            try:                                   # size prefix claims
+                                data = await reader.read(min(remaining, READ_CHUNK))
+                            except ConnectionError:
+                                return
+                            if not data:
+                                return  # the client went away mid-frame
+                            idle.reschedule(None)  # the broker's wait, not the client's
+                            held += await self._budget.take(len(data))
+                            parts.append(data)
+                            remaining -= len(data)
                     frame = parts[0] if len(parts) == 1 else b"".join(parts)
                     del parts
                     answer = await self._handle(frame, listener, session)
                 finally:
                     if held:
-                        await self._budget.give(held)
+                        self._budget.give(held)
                 if answer is not None:
                     await self._write(writer, answer, session)
                 if session.close_after_answer:  # a failed authentication, as Kafka:
