@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from app.bench import kafka_protocol as bench
+
 pytest.importorskip("confluent_kafka")
 pytest.importorskip("crc32c")
 
@@ -24,11 +26,6 @@ TIMEOUT_S = 240  # --quick takes ~30 s on a quiet 2-core machine
 
 
 def test_quick_run_reports_every_row(tmp_path: Path) -> None:
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import kafka_protocol_bench as bench
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
     out = tmp_path / "result.json"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     r = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out)], cwd=ROOT,
