@@ -7,7 +7,8 @@ shell tools; they talk to any franz server over HTTP (the v3 API where it has th
     consume          kafka-console-consumer.sh: records to stdout
     reassign-partitions  kafka-reassign-partitions.sh: --execute | --verify
     leader-election  kafka-leader-election.sh (preferred)
-    bench            load generator: produce, consume, e2e latency, ceiling (bench.py)
+    bench            load generator: produce, consume, e2e latency, ceiling (bench.py);
+                     kafka: the Kafka protocol benchmark (app.bench.kafka_protocol)
     users            add | delete | list users and API keys (users.py)
     acls             kafka-acls.sh: --add | --remove | --list (acls.py)
 
@@ -445,10 +446,11 @@ def _load_options(records: int) -> argparse.ArgumentParser:
 
 
 def _bench(sub: Any, common: argparse.ArgumentParser) -> None:
-    """``franz bench produce|consume|e2e|ceiling`` (run by ``app.commands.bench``)."""
+    """``franz bench produce|consume|e2e|ceiling|kafka`` (run by ``app.commands.bench``)."""
     bench = sub.add_parser("bench", help="load-generate against franz or the ceiling servers",
                            description="HTTP load generator: records/s, MB/s, requests/s "
-                                       "and latency percentiles (docs/cli.md).")
+                                       "and latency percentiles; kafka: the Kafka protocol "
+                                       "benchmark (docs/cli.md).")
     kinds = bench.add_subparsers(dest="workload", metavar="WORKLOAD", required=True)
 
     p = kinds.add_parser("produce", parents=[common, _load_options(1_000_000)],
@@ -521,6 +523,48 @@ def _bench(sub: Any, common: argparse.ArgumentParser) -> None:
                    help="use a running plain-ASGI ceiling server (--plain)")
     p.set_defaults(handler="app.commands.bench", subparser=p)
 
+    _bench_kafka(kinds)
+
+
+def _bench_kafka(kinds: Any) -> None:
+    """``franz bench kafka``: app.bench.kafka_protocol's run. It starts the broker it
+    measures, so it takes no --bootstrap-server; an option left out keeps the
+    benchmark's default (named in the help, set in app.bench.kafka_protocol)."""
+    p = kinds.add_parser(
+        "kafka", help="Kafka-protocol produce and fetch beside REST and same-run ceilings",
+        description="Start, on loopback in a temporary directory, one franz serve with a "
+                    "Kafka listener and two ceiling servers (a bare append listener, a bare "
+                    "sendfile server), pinned to --server-cpu; then, per round, each case "
+                    "right after its ceiling: raw Kafka produce and fetch, librdkafka, kcat, "
+                    "REST produce and range reads. Prints a table of records/s, MB/s and "
+                    "broker CPU per case and the ratios to the ceilings and to REST "
+                    "(docs/cli.md \"bench\", docs/benchmarks.md \"Kafka protocol\").")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run, ~30 s: 1 round, 0.3 + 1 s per case, a 128 MiB fetch "
+                        "topic (wins over --rounds, --warmup and --duration)")
+    p.add_argument("--rounds", type=_positive, metavar="N", help="rounds (default 2)")
+    p.add_argument("--duration", type=_positive_float, metavar="S",
+                   help="measured seconds per case (default 5)")
+    p.add_argument("--warmup", type=_non_negative_float, metavar="S",
+                   help="unmeasured seconds before each case (default 1)")
+    p.add_argument("--cases", metavar="LIST",
+                   help="comma separated case names (default all; docs/cli.md lists them)")
+    p.add_argument("--partitions", type=_positive, metavar="P",
+                   help="partitions of every topic (default 8)")
+    p.add_argument("--server-cpu", type=int, metavar="N",
+                   help="CPU of the broker and the ceiling servers (default 0)")
+    p.add_argument("--client-cpu", type=int, metavar="N",
+                   help="CPU of the generator and the clients it starts (default 1)")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="a broker property for the franz serve it starts (repeatable)")
+    p.add_argument("--json", type=Path, metavar="FILE",
+                   help="also write the rounds, the summary and the machine notes here")
+    p.add_argument("--profile", type=Path, metavar="DIR",
+                   help="after the rounds, py-spy the broker during the Kafka cases")
+    p.add_argument("--keep-logs", action="store_true",
+                   help="keep the temporary directory (logs, data) and print its path")
+    p.set_defaults(handler="app.commands.bench", subparser=p, standalone=True)
+
 
 def add_admin_commands(sub: Any) -> None:
     """Declare ``topics``, ``consumer-groups``, ``produce``, ``consume``,
@@ -545,6 +589,9 @@ def run_admin_command(args: argparse.Namespace) -> int:
     module = importlib.import_module(args.handler)
     prog = args.subparser.prog
     try:
+        if getattr(args, "standalone", False):  # starts what it talks to (bench kafka)
+            standalone: int = module.run_standalone(args)
+            return standalone
         if getattr(args, "data_dir", None) or getattr(args, "zookeeper", None):
             if args.command_config:
                 args.subparser.error("--command-config is for --bootstrap-server; --data-dir "

@@ -14,6 +14,9 @@ against the same-shape ceiling servers (docs/cli.md "bench", benchmarks/README.m
     franz bench ceiling   starts the ceiling servers (raw orjson POST echo, GET of
                           pre-built records, tiny GET, long-poll wake-up) and measures
                           them with the same generator
+    franz bench kafka     the Kafka protocol benchmark (``app.bench.kafka_protocol``,
+                          also ``benchmarks/kafka_protocol_bench.py``): starts its own
+                          broker and ceiling servers, no --bootstrap-server
 
 Every run is bounded by --records and by --warmup + --duration seconds. The result is a
 table (or ``--output json``) on stdout and, with ``--json FILE``, a JSON file; a
@@ -37,6 +40,7 @@ import time
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from app.bench import kafka_protocol
 from app.bench.runs import (
     ceiling_run,
     consume_load,
@@ -89,6 +93,33 @@ def run(args: argparse.Namespace, client: FranzClient) -> int:
     else:
         _print_result(result)
     return 1 if result.get("record_errors") else 0
+
+
+def run_standalone(args: argparse.Namespace) -> int:
+    """``franz bench kafka``: ``app.bench.kafka_protocol.main`` with the options given
+    (the others keep its defaults): the same run, table and ratios as
+    ``benchmarks/kafka_protocol_bench.py``. Exit codes: 0 done, 1 a case failed (listed
+    under "Failures") or the broker did not start, 2 bad usage."""
+    if args.cases is not None:
+        cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+        unknown = sorted(set(cases) - set(kafka_protocol.ALL_CASES))
+        if unknown or not cases:
+            args.subparser.error(f"--cases: unknown {unknown}; known: "
+                                 f"{', '.join(kafka_protocol.ALL_CASES)}")
+    argv = ["--quick"] if args.quick else []
+    for name in ("rounds", "duration", "warmup", "cases", "partitions", "server_cpu",
+                 "client_cpu", "json", "profile"):
+        value = getattr(args, name)
+        if value is not None:
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+    for item in args.override:
+        argv += ["--override", item]
+    if args.keep_logs:
+        argv.append("--keep-logs")
+    try:
+        return kafka_protocol.main(argv)
+    except BenchError as exc:  # the broker or a ceiling server did not start
+        raise RequestFailed(0, 0, str(exc)) from exc
 
 
 def _target(client: FranzClient, pid: int | None, name: str = "franz") -> Target:
