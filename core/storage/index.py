@@ -421,6 +421,17 @@ class OffsetIndex(_MappedIndex):
         slot = self._search(target - self.base_offset, _INT32, 0)
         return (self.base_offset, 0) if slot < 0 else self.entry(slot)
 
+    def batch_before(self, position: int, below_offset: int) -> tuple[int, int] | None:
+        """An indexed batch that ends before the last indexed batch starting at or
+        before byte ``position`` with last offset below ``below_offset``: the entry
+        before that one, as ``(last offset, position)``, or None. A walk of frames may
+        start there knowing the batch it starts with is whole and within both bounds
+        (both fields only grow, so the slot is the earlier of two searches)."""
+        by_position = self._search(position, _INT32, 4)
+        by_offset = self._search(below_offset - 1 - self.base_offset, _INT32, 0)
+        slot = min(by_position, by_offset) - 1
+        return None if slot < 0 else self.entry(slot)
+
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
         slot = self._search(offset - self.base_offset, _INT32, 0)

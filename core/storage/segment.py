@@ -71,6 +71,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 _BASE_OFFSET = struct.Struct(">q")  # the first field of a batch
+MAX_OFFSET = (1 << 63) - 1
 _UNKNOWN = -2  # a lazily read value not read yet (-1 and None are real values)
 RESERVE_BYTES = 1 << 20  # blocks reserved past a written segment's end (module docstring)
 # allocated this far past the end (blocks rounded up): a reservation a crash left behind
@@ -491,6 +492,13 @@ class LogSegment:
         stop = min(self.size, first.position + budget)
         if stop - end >= HEADER_SIZE:
             with self._file.pin() as fd:
+                # the batches before one the index places whole within ``stop`` and
+                # below ``max_offset`` are in the region: the walk of frames starts at
+                # that batch (its frame gives the region's next offset if it ends it)
+                skip = self.offset_index.batch_before(
+                    stop - HEADER_SIZE, MAX_OFFSET if max_offset is None else max_offset)
+                if skip is not None and skip[1] > end:
+                    end = skip[1]
                 for frame in scan_frames(fd, end, stop, large=first.size >= SCAN_CHUNK):
                     if max_offset is not None and frame.base_offset >= max_offset:
                         break
