@@ -154,7 +154,14 @@ RANGES: dict[str, tuple[int, int | None]] = {
     "authentication.failures.lockout.ms": (1, 86_400_000),
     "authentication.failures.tracked.max": (1, 10_000_000),
     "socket.request.max.bytes": (1, 2_147_483_647),  # Kafka's: an INT, at least 1
+    "group.min.session.timeout.ms": (1, 2_147_483_647),  # a JoinGroup's INT32
+    "group.max.session.timeout.ms": (1, 2_147_483_647),
 }
+
+#: Pairs of integer broker properties where the first must be at most the second.
+ORDERED: tuple[tuple[str, str], ...] = (
+    ("group.min.session.timeout.ms", "group.max.session.timeout.ms"),
+)
 
 #: String broker properties with a parser of their own (ValueError names the property).
 PARSERS: dict[str, Callable[[str], object]] = {
@@ -218,6 +225,19 @@ def check_value(key: str, raw: object, origin: str) -> None:
         raise ConfigError(f"{origin}: {exc.message}") from None
 
 
+def _check_ordered(props: Mapping[str, object], origins: Mapping[str, str]) -> None:
+    """ConfigError when a pair of ``ORDERED`` is the wrong way round, naming both values
+    and where each was set (or that it is the default)."""
+    for low, high in ORDERED:
+        if low not in props and high not in props:
+            continue
+        values = BrokerConfig.from_properties({k: props[k] for k in (low, high) if k in props})
+        if values[low] > values[high]:
+            said = {k: f"{values[k]} ({origins[k] if k in props else 'the default'})"
+                    for k in (low, high)}
+            raise ConfigError(f"{low} {said[low]} must be at most {high} {said[high]}")
+
+
 # --- loading -----------------------------------------------------------------------------
 
 
@@ -241,6 +261,7 @@ def load_config(
     for key, value in props.items():
         check_key(key, origins[key])
         check_value(key, value, origins[key])
+    _check_ordered(props, origins)
     ignored = sorted(k for k in props if k in IGNORED_KAFKA_PROPERTIES)
     if ignored:
         log.warning("ignoring Kafka properties franz has no use for: %s", ", ".join(

@@ -59,6 +59,8 @@ BROKER_PROPERTIES: tuple[PropertyDef, ...] = (
     _p("offset.metadata.max.bytes", int, 4096, "max length of commit metadata"),
     _p("offsets.commit.timeout.ms", int, 5000, "acks=all wait of an offset commit"),
     _p("group.initial.rebalance.delay.ms", int, 0, "delay of the first rebalance of an empty group"),
+    _p("group.min.session.timeout.ms", int, 6000, "shortest session timeout a Kafka client's JoinGroup may ask for (1 to group.max.session.timeout.ms); a shorter one is refused with INVALID_SESSION_TIMEOUT (26). Shorter timeouts find a dead consumer sooner at the cost of more frequent heartbeats; Kafka's"),
+    _p("group.max.session.timeout.ms", int, 1800000, "longest session timeout a Kafka client's JoinGroup may ask for (at least group.min.session.timeout.ms); a longer one is refused with INVALID_SESSION_TIMEOUT (26). Longer timeouts give a consumer more time between heartbeats at the cost of finding a dead one later; Kafka's"),
     _p("offsets.retention.minutes", int, 10080, "a consumer group without members for this long (since it became empty, or its last commit if later) loses its committed offsets and is deleted (Kafka's, KIP-211)"),
     _p("offsets.retention.check.interval.ms", int, 600000, "how often empty groups are checked against offsets.retention.minutes"),
     _p("group.max.size", int, 1000, "most members (REST consumer instances) of one consumer group; a join past it is refused (409 / 40903). Kafka's default is 2^31-1; every join rewrites the whole group's record on the event loop, so the cost of a join grows with the group"),

@@ -208,3 +208,32 @@ def test_an_unreadable_file_is_one_line(tmp_path: Path) -> None:
     latin.write_bytes(b"a=caf\xe9\n")
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_config(properties_file=latin, environ={})
+
+
+def test_group_session_timeout_bounds(tmp_path: Path) -> None:
+    config = load_config(environ={})
+    assert (config["group.min.session.timeout.ms"],
+            config["group.max.session.timeout.ms"]) == (6000, 1800000)  # Kafka's
+    config = _load("group.min.session.timeout.ms=2000\ngroup.max.session.timeout.ms=20000",
+                   tmp_path)
+    assert (config["group.min.session.timeout.ms"],
+            config["group.max.session.timeout.ms"]) == (2000, 20000)
+    for bad in ("group.min.session.timeout.ms=0", "group.max.session.timeout.ms=-5",
+                "group.max.session.timeout.ms=2147483648"):
+        with pytest.raises(ConfigError, match=r"Value must be in \[1, 2147483647\]"):
+            _load(bad, tmp_path)
+
+
+def test_group_session_timeout_bounds_the_wrong_way_round_name_both(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        _load("group.min.session.timeout.ms=40000\ngroup.max.session.timeout.ms=30000",
+              tmp_path)
+    path = tmp_path / "server.properties"
+    assert str(info.value) == (f"group.min.session.timeout.ms 40000 ({path}:1) must be at most "
+                               f"group.max.session.timeout.ms 30000 ({path}:2)")
+    with pytest.raises(ConfigError, match=r"6000 \(the default\) must be at most group.max."
+                                          r"session.timeout.ms 5000 \(--override group.max"):
+        load_config(overrides={"group.max.session.timeout.ms": "5000"}, environ={})
+    with pytest.raises(ConfigError, match=r"group.min.session.timeout.ms 2000000 \("
+                                          r"\$FRANZ_GROUP_MIN_SESSION_TIMEOUT_MS\)"):
+        load_config(environ={"FRANZ_GROUP_MIN_SESSION_TIMEOUT_MS": "2000000"})
