@@ -70,6 +70,7 @@ def load_handlers() -> dict[int, Api]:
         groups,
         offsets,
         produce,
+        records,
         sasl,
     )
     return APIS

@@ -45,6 +45,15 @@ class RequestTimedOutError(FranzError):
     retriable = True
 
 
+class DeleteRecordsTimedOutError(RequestTimedOutError):
+    """DeleteRecords: the followers' log starts did not reach the offset in time (the
+    records are deleted on the leader); ``low_watermark`` is the lowest log start then."""
+
+    def __init__(self, message: str, *, low_watermark: int) -> None:
+        super().__init__(message)
+        self.low_watermark = low_watermark
+
+
 class OffsetNotAvailableError(FranzError):
     """A new leader's high watermark has not caught up with its log yet (Kafka's
     OFFSET_NOT_AVAILABLE): its offsets would be older than what was acknowledged."""
@@ -185,6 +194,12 @@ class NonEmptyGroupError(FranzError):
 
 class GroupIdNotFoundError(FranzError):
     error_code = 69
+
+
+class GroupSubscribedToTopicError(FranzError):
+    """OffsetDelete of a topic an active member of the group subscribes to."""
+
+    error_code = 86
 
 
 class BrokerNotAvailableError(FranzError):

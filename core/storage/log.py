@@ -83,6 +83,7 @@ from core.storage.producer_state import (
     BatchMetadata,
     ProducerStateManager,
 )
+from core.storage.retention import segments_below_log_start
 from core.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -740,6 +741,23 @@ class PartitionLog:
         self.log_start_offset = offset
         self.leader_epoch_cache.truncate_from_start(offset)
 
+    def delete_records_before(self, offset: int) -> bool:
+        """DeleteRecords: records below ``offset`` are gone for readers (the log start
+        moves up to it), and the segments wholly below it are deleted now, as the next
+        retention pass would. False when the log start was at or past ``offset``
+        already; OffsetOutOfRangeError past the log end. The new log start lives in
+        memory until ``LogManager.checkpoint_log_start_offsets`` writes it: the caller
+        writes it before it answers, so a crash does not bring the records back."""
+        before = self.log_start_offset
+        self.maybe_increment_log_start_offset(offset)
+        if self.log_start_offset == before:
+            return False
+        doomed = segments_below_log_start(self.segments, log_start_offset=self.log_start_offset,
+                                          log_end_offset=self.log_end_offset)
+        if doomed:
+            self.delete_segments(doomed, reason=f"records deleted below offset {offset}")
+        return True
+
     def replace_segments(self, new: list[LogSegment], old: list[LogSegment]) -> None:
         """Swap compacted segments in (``new`` are ``.cleaned`` segments, fully written)
         for ``old``, crash-safely: flush new; rename them ``.swap`` (oldest first); take
@@ -911,6 +929,7 @@ class OfflinePartitionLog(PartitionLog):
     roll = _refuse  # type: ignore[assignment]
     replace_segments = _refuse  # type: ignore[assignment]
     maybe_increment_log_start_offset = _refuse  # type: ignore[assignment]
+    delete_records_before = _refuse  # type: ignore[assignment]
     data_sync_plan = _refuse  # type: ignore[assignment]
 
     def delete_segments(self, segments: list[LogSegment], *, reason: str) -> None:

@@ -25,6 +25,8 @@ Kafka's rules (``UnifiedLog.deleteOldSegments``), checked every
   segment is never returned: deleting it would only roll another empty one.
 
 The caller applies the decision with ``PartitionLog.delete_segments``.
+``segments_below_log_start`` is the log-start rule alone (DeleteRecords applies it at
+once, ``PartitionLog.delete_records_before``).
 """
 
 from __future__ import annotations
@@ -94,6 +96,22 @@ def segments_to_delete(
             break
         out.append(seg)
         remaining -= seg.size
+    return out
+
+
+def segments_below_log_start(
+    segments: Sequence[S], *, log_start_offset: int, log_end_offset: int
+) -> list[S]:
+    """The oldest-first prefix of ``segments`` lying wholly below ``log_start_offset``
+    (the log-start rule alone: what DeleteRecords frees at once). As in
+    ``segments_to_delete``, an empty last segment is never returned."""
+    out: list[S] = []
+    for i, seg in enumerate(segments):
+        is_last = i == len(segments) - 1
+        upper = log_end_offset if is_last else segments[i + 1].base_offset
+        if upper > log_start_offset or (is_last and seg.size == 0):
+            break
+        out.append(seg)
     return out
 
 

@@ -183,6 +183,41 @@ async def delete_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, A
     return {"throttle_time_ms": 0, "results": out}
 
 
+@api("OffsetDelete", 0, 0)
+async def offset_delete(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    """kafka-consumer-groups --delete-offsets: a group's committed offsets of the given
+    partitions go (tombstones), unless a member reads the topic
+    (GROUP_SUBSCRIBED_TO_TOPIC). A group error is the answer's only content, as Kafka's."""
+    group_id = req["group_id"]
+    if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, group_id):
+        return {"error_code": errors.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0,
+                "topics": []}
+    codes: dict[TopicPartition, int] = {}
+    wanted: list[TopicPartition] = []
+    for t in req["topics"]:
+        readable = ctx.allowed(Operation.READ, ResourceType.TOPIC, t["name"])
+        for p in t["partitions"]:
+            tp = TopicPartition(t["name"], p["partition_index"])
+            if not readable:
+                codes[tp] = errors.TOPIC_AUTHORIZATION_FAILED
+                continue
+            try:
+                ctx.broker.cache.existing_partition(*tp)
+            except FranzError as exc:
+                codes[tp] = errors.code_of(exc)
+                continue
+            wanted.append(tp)
+    try:
+        codes.update(await _coordinator_here(ctx).delete_offsets(group_id, wanted))
+    except FranzError as exc:
+        return {"error_code": errors.code_of(exc), "throttle_time_ms": 0, "topics": []}
+    return {"error_code": 0, "throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"],
+             "error_code": codes[TopicPartition(t["name"], p["partition_index"])]}
+            for p in t["partitions"]]} for t in req["topics"]]}
+
+
 # --- the classic group protocol -----------------------------------------------------------
 
 

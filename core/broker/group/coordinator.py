@@ -47,6 +47,7 @@ from core.broker.errors import (
     GroupIdNotFoundError,
     GroupMaxSizeReachedError,
     GroupRecordTooLargeError,
+    GroupSubscribedToTopicError,
     InconsistentGroupProtocolError,
     InvalidGroupIdError,
     NonEmptyGroupError,
@@ -561,6 +562,43 @@ class GroupCoordinator(ClassicRebalance):
 
             await self._append(group, records, on_success=drop)
         log.info("group %s deleted", group_id)
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
+                             ) -> dict[TopicPartition, int]:
+        """OffsetDelete, by Kafka's rules: the committed offsets of ``partitions`` are
+        deleted (tombstones, written as commits are: acks=all, fenced by the epoch the
+        group was loaded at), except those of topics a member reads
+        (GROUP_SUBSCRIBED_TO_TOPIC). The error code per partition (0 also for one that
+        had no offset). GroupIdNotFoundError when the group does not exist;
+        NonEmptyGroupError for a group with members of another protocol type than
+        ``consumer`` (Kafka cannot tell what they read)."""
+        group = await self.group(group_id)
+        if group is None:
+            raise GroupIdNotFoundError(f"Consumer group {group_id!r} not found.")
+        async with self._group_locks[group_id]:
+            self._check_alive(group)
+            if group.state is not GroupState.EMPTY and \
+                    group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                raise NonEmptyGroupError(
+                    f"group {group_id!r} has members of protocol type "
+                    f"{group.protocol_type!r}: its offsets cannot be deleted")
+            in_use = group.topics_in_use()
+            codes = {TopicPartition(*tp): GroupSubscribedToTopicError.error_code
+                     if tp[0] in in_use else 0 for tp in partitions}
+            doomed = [tp for tp, code in codes.items() if code == 0 and tp in group.offsets]
+            if doomed:
+                now = self.clock.now_ms()
+
+                def forget() -> None:
+                    for tp in doomed:
+                        group.offsets.pop(tp, None)
+
+                await self._append(
+                    group, [offset_tombstone(group_id, tp, now) for tp in doomed],
+                    on_success=forget,
+                    what=f"the offset deletion of group {group_id!r} ({len(doomed)} partitions)")
+                log.info("group %s: offsets of %d partition(s) deleted", group_id, len(doomed))
+        return codes
 
     async def expire_empty_groups(self, now_ms: int, retention_ms: int) -> list[str]:
         """Kafka's offsets retention (``offsets.retention.minutes``, KIP-211): a group with

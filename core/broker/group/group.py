@@ -344,6 +344,13 @@ class Group:
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() if m.is_subscribed for t in m.topics}
 
+    def topics_in_use(self) -> set[str]:
+        """Every topic a member reads: Kafka clients' own subscriptions, REST instances'
+        subscriptions (a pattern's matches) and the topics of their manual assignments
+        (OffsetDelete refuses these: Kafka's ``isSubscribedToTopic``)."""
+        return {t for m in self.members.values()
+                for t in (*m.topics, *(tp.topic for tp in m.assignment if m.manual))}
+
     def expired_members(self, now_ms: int) -> list[str]:
         return [m.member_id for m in self.members.values() if m.deadline_ms < now_ms
                 and (m.classic is None or not m.classic.satisfied)]

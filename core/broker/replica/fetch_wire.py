@@ -5,7 +5,11 @@ Request (``POST /internal/v1/replica/fetch``, a JSON body)::
 
     {"replica_id": 2, "max_wait_ms": 500, "max_bytes": 10485760,
      "partitions": [{"topic": "t", "partition": 0, "fetch_offset": 42,
-                     "leader_epoch": 3, "last_fetched_epoch": 2, "max_bytes": 1048576}]}
+                     "leader_epoch": 3, "last_fetched_epoch": 2, "max_bytes": 1048576,
+                     "log_start_offset": 0}]}
+
+``log_start_offset`` is the follower's (Kafka's FetchRequest LogStartOffset): the
+leader's DeleteRecords waits for it. A request without it (an older broker) reads -1.
 
 Response (binary)::
 
@@ -40,6 +44,7 @@ class ReplicaFetchPartition:
     leader_epoch: int
     last_fetched_epoch: int
     max_bytes: int = 1048576
+    log_start_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +74,8 @@ def encode_request(req: ReplicaFetchRequest) -> bytes:
         "replica_id": req.replica_id, "max_wait_ms": req.max_wait_ms, "max_bytes": req.max_bytes,
         "partitions": [{"topic": p.topic, "partition": p.partition, "fetch_offset": p.fetch_offset,
                         "leader_epoch": p.leader_epoch, "last_fetched_epoch": p.last_fetched_epoch,
-                        "max_bytes": p.max_bytes} for p in req.partitions],
+                        "max_bytes": p.max_bytes, "log_start_offset": p.log_start_offset}
+                       for p in req.partitions],
     })
 
 
@@ -80,7 +86,8 @@ def decode_request(body: bytes) -> ReplicaFetchRequest:
         parts = tuple(
             ReplicaFetchPartition(str(p["topic"]), int(p["partition"]), int(p["fetch_offset"]),
                                   int(p["leader_epoch"]), int(p.get("last_fetched_epoch", -1)),
-                                  int(p.get("max_bytes", 1048576)))
+                                  int(p.get("max_bytes", 1048576)),
+                                  int(p.get("log_start_offset", -1)))
             for p in doc["partitions"])
         return ReplicaFetchRequest(int(doc["replica_id"]), int(doc.get("max_wait_ms", 0)),
                                    int(doc.get("max_bytes", 10485760)), parts)

@@ -10,7 +10,9 @@ its partitions (fetch offset = own LEO, the current leader epoch, and the epoch 
 last fetched batch), then per partition of the answer (kafka-internals 2.2, 2.5):
 
 - records: appended as they are (``append_as_follower``; offsets and epochs unchanged),
-  then follower HW = min(leader HW, own LEO) and the log start follows the leader's;
+  then follower HW = min(leader HW, own LEO) and the log start follows the leader's
+  (written to log-start-offset-checkpoint before the next fetch reports it: the leader's
+  DeleteRecords waits for the followers' log starts);
 - ``diverging_epoch`` (E, O): truncate to min(O, own end offset of E) when this replica
   knows E, else to its own end of the largest epoch below E (the next fetch iterates);
   only when the leader knows no epoch at all does it fall back to the HW (as Kafka);
@@ -27,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from core.broker.errors import (
@@ -66,13 +68,17 @@ class ReplicaFetcherManager:
                  client: ReplicaFetchClient,
                  address_of: Callable[[int], Address | None], *, max_wait_ms: int = 500,
                  max_bytes: int = 1048576, response_max_bytes: int = 10485760,
-                 backoff_ms: int = 1000) -> None:
+                 backoff_ms: int = 1000,
+                 write_log_starts: Callable[[], Awaitable[None]] | None = None) -> None:
         self.broker_id = broker_id
         self.partitions = partitions
         self.client = client
         self.address_of = address_of
         self.max_wait_ms, self.max_bytes = max_wait_ms, max_bytes
         self.response_max_bytes, self.backoff_ms = response_max_bytes, backoff_ms
+        # makes the log starts durable (log-start-offset-checkpoint); awaited after a round
+        # that moved one, so a follower reports a log start only once it survives a crash
+        self.write_log_starts = write_log_starts
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._stopped = False
 
@@ -153,7 +159,8 @@ class ReplicaFetcher:
         req = ReplicaFetchRequest(self.m.broker_id, self.m.max_wait_ms, self.m.response_max_bytes,
                                   tuple(ReplicaFetchPartition(
                                       tp.topic, tp.partition, p.log.log_end_offset, p.leader_epoch,
-                                      p.log.leader_epoch_cache.latest_epoch, self.m.max_bytes)
+                                      p.log.leader_epoch_cache.latest_epoch, self.m.max_bytes,
+                                      p.log.log_start_offset)
                                       for tp, p in parts))
         epochs = {tp: p.leader_epoch for tp, p in parts}
         try:
@@ -162,14 +169,19 @@ class ReplicaFetcher:
             log.warning("fetch from broker %d failed: %s", self.source, exc)
             return self.m.backoff_ms
         backoff = 0
+        starts_moved = False
         for r in results:
             tp = TopicPartition(r.topic, r.partition)
             p = self.m.partitions.get(tp)
             if p is None or p.is_leader or p.leader_id != self.source or \
                     p.leader_epoch != epochs.get(tp) or tp not in self.partitions:
                 continue  # the partition moved while the fetch was in flight
+            start = p.log.log_start_offset
             if not self._apply(p, r):
                 backoff = min(self.m.backoff_ms, 200)
+            starts_moved = starts_moved or p.log.log_start_offset != start
+        if starts_moved and self.m.write_log_starts is not None:
+            await self.m.write_log_starts()
         return backoff
 
     def _fetchable(self) -> list[tuple[TopicPartition, Partition]]:

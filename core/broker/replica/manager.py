@@ -27,16 +27,22 @@ from typing import Protocol
 
 from core.broker.errors import (
     BrokerNotAvailableError,
+    DeleteRecordsTimedOutError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
     OffsetNotAvailableError,
+    PolicyViolationError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
 from core.broker.metadata.store import BadVersionError, PartitionState
 from core.broker.replica.delayed import DataWatch, wait_on
 from core.broker.replica.epoch_writer import EpochCheckpointWriter
-from core.broker.replica.fetch_wire import ReplicaFetchRequest, ReplicaFetchResult
+from core.broker.replica.fetch_wire import (
+    ReplicaFetchPartition,
+    ReplicaFetchRequest,
+    ReplicaFetchResult,
+)
 from core.broker.replica.fetcher import Address, ReplicaFetchClient, ReplicaFetcherManager
 from core.broker.replica.partition import Partition
 from core.broker.types import PartitionOffsets, TopicPartition
@@ -45,6 +51,7 @@ from core.errors import FranzError
 from core.storage.blocking import run_blocking
 from core.storage.config import LogConfig
 from core.storage.data_sync import DataSyncer
+from core.storage.durability import fsync_dir
 from core.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from core.storage.log import AppendInfo, FetchData
 from core.storage.log_manager import LogManager
@@ -112,7 +119,7 @@ class ReplicaManager:
                 broker_id, self.partitions, fetch_client, address_of,
                 max_wait_ms=settings.fetch_wait_max_ms, max_bytes=settings.fetch_max_bytes,
                 response_max_bytes=settings.fetch_response_max_bytes,
-                backoff_ms=settings.fetch_backoff_ms)
+                backoff_ms=settings.fetch_backoff_ms, write_log_starts=self.write_log_starts)
         self._shrink_task: asyncio.Task[None] | None = None
         self._isr_tasks: set[asyncio.Task[None]] = set()
         self._flushing: dict[TopicPartition, asyncio.Future[None]] = {}  # group commit
@@ -123,6 +130,9 @@ class ReplicaManager:
         self._epoch_writer = EpochCheckpointWriter()  # new leaders' epochs, off the loop
         self._syncer = DataSyncer()  # flush.messages' fdatasyncs, on a GIL-free thread
         self._role_listeners: dict[str, list[RoleListener]] = {}
+        # log-start-offset-checkpoint writes asked for / written (``write_log_starts``)
+        self._log_starts_lock = asyncio.Lock()
+        self._log_starts_asked = self._log_starts_written = 0
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -478,14 +488,95 @@ class ReplicaManager:
             return None
         return found
 
+    # --- deleting records (DeleteRecords) ---------------------------------------------
+
+    async def delete_records(self, tp: TopicPartition, offset: int, *, timeout_ms: int) -> int:
+        """DeleteRecords on the leader of ``tp`` (Kafka's ``deleteRecordsOnLeader`` and
+        ``DelayedDeleteRecords``): the records below ``offset`` (-1: the high watermark)
+        are deleted and the new log start written to log-start-offset-checkpoint; then
+        it waits, up to ``timeout_ms``, until every follower on a live broker reports its
+        log start there too (in its fetches). Returns the low watermark: the lowest of
+        those log starts, ``offset`` or more.
+
+        PolicyViolationError when the topic's cleanup.policy has no ``delete``;
+        OffsetOutOfRangeError for an offset above the high watermark (or below -1);
+        NotLeaderOrFollowerError / UnknownTopicOrPartitionError / KafkaStorageError as
+        for appends; DeleteRecordsTimedOutError (REQUEST_TIMED_OUT) when the followers
+        did not follow in time: the records are deleted here all the same."""
+        deadline = asyncio.get_running_loop().time() + max(timeout_ms, 0) / 1000
+        p = self.leader_partition(tp)
+        target, moved = self._delete_on_leader(p, offset)
+        first_low = p.low_watermark(self.is_alive)
+        if moved:  # durable before anyone hears it is done: the segments' removal too,
+            # since a log start on a segment boundary is not written to the checkpoint
+            try:
+                await run_blocking(fsync_dir, p.log.dir)
+            except OSError as exc:
+                raise KafkaStorageError(
+                    f"cannot sync {tp[0]}-{tp[1]} to disk: {exc.strerror or exc}") from exc
+            await self.write_log_starts()
+        return await self._await_low_watermark(p, target, deadline, first_low)
+
+    def _delete_on_leader(self, p: Partition, offset: int) -> tuple[int, bool]:
+        """Move ``p``'s log start to ``offset`` (checked): the offset meant, and whether
+        the log start moved."""
+        p.check_online()
+        t, i = p.tp
+        if not p.config.delete:
+            raise PolicyViolationError(
+                f"records of {t}-{i} cannot be deleted: its cleanup.policy is "
+                f"{','.join(p.config.cleanup_policy)}, without delete")
+        target = p.high_watermark if offset == -1 else offset
+        if not 0 <= target <= p.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete the records of {t}-{i} below offset {offset}: valid offsets "
+                f"are 0..{p.high_watermark} (the high watermark), or -1 for it")
+        moved = p.log.delete_records_before(target)
+        if moved:
+            log.info("%s-%d: records below %d deleted (DeleteRecords)", t, i, target)
+            p.leo_waiters.notify()  # parked follower fetches answer with the new log start
+        return target, moved
+
+    async def _await_low_watermark(self, p: Partition, target: int, deadline: float,
+                                   first_low: int) -> int:
+        """Until ``p``'s low watermark reaches ``target`` (``deadline``: loop time)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            if not p.is_leader or self.partitions.get(p.tp) is not p:
+                raise NotLeaderOrFollowerError(
+                    f"leadership of {p.tp[0]}-{p.tp[1]} moved during DeleteRecords")
+            low = p.low_watermark(self.is_alive)
+            if low >= target:
+                return low
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise DeleteRecordsTimedOutError(
+                    f"the records of {p.tp[0]}-{p.tp[1]} below {target} are deleted on the "
+                    f"leader, but not every live follower's log start reached it in time "
+                    f"(lowest: {low})", low_watermark=first_low)
+            # woken by follower reports and role changes; a follower's broker dying wakes
+            # nothing, so liveness is looked at again every second
+            await wait_on((p.log_start_waiters, p.data_waiters), min(remaining, 1.0))
+
+    async def write_log_starts(self) -> None:
+        """Write log-start-offset-checkpoint now, off the event loop; calls made while a
+        write is under way share the next one (it reads every log start as it is then)."""
+        self._log_starts_asked += 1
+        asked = self._log_starts_asked
+        async with self._log_starts_lock:
+            if self._log_starts_written >= asked:
+                return  # a write that started after this call covered it
+            upto = self._log_starts_asked
+            await run_blocking(self.log_manager.checkpoint_log_start_offsets)
+            self._log_starts_written = upto
+
     # --- replication: the leader side ---------------------------------------------------
 
     async def replica_fetch(self, req: ReplicaFetchRequest) -> list[ReplicaFetchResult]:
         """One follower fetch over many partitions: answer at once when any partition has
         data or an error, else wait (woken by appends) up to ``max_wait_ms``."""
         results = self._replica_read(req)
-        if req.max_wait_ms <= 0 or any(r.records or r.error_code or r.diverging_epoch
-                                       for r in results):
+        if req.max_wait_ms <= 0 or _worth_answering(req, results):
             return results
         loop = asyncio.get_running_loop()
         deadline = loop.time() + req.max_wait_ms / 1000
@@ -496,37 +587,37 @@ class ReplicaManager:
             parts = [self.partitions.get(TopicPartition(q.topic, q.partition)) for q in req.partitions]
             await wait_on([p.leo_waiters for p in parts if p is not None], remaining)
             results = self._replica_read(req)
-            if any(r.records or r.error_code or r.diverging_epoch for r in results):
+            if _worth_answering(req, results):
                 return results
 
     def _replica_read(self, req: ReplicaFetchRequest) -> list[ReplicaFetchResult]:
         budget = req.max_bytes
         out = []
         for q in req.partitions:
-            r = self._replica_read_one(req.replica_id, q.topic, q.partition, q.fetch_offset,
-                                       q.leader_epoch, q.last_fetched_epoch, min(q.max_bytes, budget))
+            r = self._replica_read_one(req.replica_id, q, min(q.max_bytes, budget))
             budget = max(1, budget - len(r.records))
             out.append(r)
         return out
 
-    def _replica_read_one(self, replica_id: int, topic: str, partition: int, fetch_offset: int,
-                          leader_epoch: int, last_fetched_epoch: int, max_bytes: int) -> ReplicaFetchResult:
+    def _replica_read_one(self, replica_id: int, q: ReplicaFetchPartition,
+                          max_bytes: int) -> ReplicaFetchResult:
+        topic, partition, fetch_offset = q.topic, q.partition, q.fetch_offset
         p = self.partitions.get(TopicPartition(topic, partition))
         if p is None:
             return ReplicaFetchResult(topic, partition, UnknownTopicOrPartitionError.error_code)
         if p.offline:
             return ReplicaFetchResult(topic, partition, KafkaStorageError.error_code)
         lso, leo = p.log.log_start_offset, p.log.log_end_offset
-        code = p.check_fetch_epoch(leader_epoch)
+        code = p.check_fetch_epoch(q.leader_epoch)
         if code:
             return ReplicaFetchResult(topic, partition, code, p.high_watermark, lso, leo)
-        diverging = p.diverging_epoch(fetch_offset, last_fetched_epoch)
+        diverging = p.diverging_epoch(fetch_offset, q.last_fetched_epoch)
         if diverging is not None:
             return ReplicaFetchResult(topic, partition, 0, p.high_watermark, lso, leo, diverging)
         if fetch_offset > leo or fetch_offset < lso:
             return ReplicaFetchResult(topic, partition, OffsetOutOfRangeError.error_code,
                                       p.high_watermark, lso, leo)
-        p.update_follower(replica_id, fetch_offset)
+        p.update_follower(replica_id, fetch_offset, q.log_start_offset)
         self._maybe_expand_isr(p, replica_id)
         data = p.read(fetch_offset, max_bytes, up_to_hw=False)
         return ReplicaFetchResult(topic, partition, 0, p.high_watermark, lso, leo,
@@ -593,3 +684,13 @@ class ReplicaManager:
             log.warning("%s-%d: ISR %s to %s failed: %s", *p.tp, why, new_isr, exc)
         finally:
             p.isr_change_in_flight = False
+
+
+def _worth_answering(req: ReplicaFetchRequest, results: list[ReplicaFetchResult]) -> bool:
+    """A follower fetch answers before its wait ends: records, an error, a diverging
+    epoch, or a log start ahead of the follower's (DeleteRecords waits for it to follow)."""
+    for q, r in zip(req.partitions, results, strict=True):
+        if r.records or r.error_code or r.diverging_epoch or \
+                r.log_start_offset > q.log_start_offset >= 0:
+            return True
+    return False

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import struct
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -77,6 +77,7 @@ class FollowerState:
     """What the leader knows about one follower replica (Kafka's ReplicaState)."""
 
     log_end_offset: int = 0
+    log_start_offset: int = -1  # as its last fetch reported it (-1: not yet known)
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = 0
     last_fetch_ms: int = 0
@@ -117,6 +118,7 @@ class Partition:
         self._reported_corrupt: set[int] = set()
         self.data_waiters = WaitSet()  # woken when the HW moves (new data for consumers)
         self.leo_waiters = WaitSet()  # woken on every append (followers read up to LEO)
+        self.log_start_waiters = WaitSet()  # woken when a follower reports a new log start
 
     # --- role -------------------------------------------------------------------------
 
@@ -217,11 +219,16 @@ class Partition:
             return epoch, end
         return None
 
-    def update_follower(self, replica_id: int, fetch_offset: int) -> None:
-        """A fetch from ``replica_id`` at ``fetch_offset`` proves it holds everything below."""
+    def update_follower(self, replica_id: int, fetch_offset: int,
+                        log_start_offset: int = -1) -> None:
+        """A fetch from ``replica_id`` at ``fetch_offset`` proves it holds everything below;
+        ``log_start_offset`` is where its log starts (DeleteRecords waits for it)."""
         st = self.followers.get(replica_id)
         if st is None:
             return
+        if log_start_offset != st.log_start_offset:
+            st.log_start_offset = log_start_offset
+            self.log_start_waiters.notify()
         now, leo = self._clock.now_ms(), self.log.log_end_offset
         st.last_caught_up_ms = next_last_caught_up_ms(
             fetch_offset=fetch_offset, leader_leo=leo, prev_fetch_leader_leo=st.last_fetch_leader_leo,
@@ -230,6 +237,15 @@ class Partition:
         st.last_fetch_leader_leo, st.last_fetch_ms = leo, now
         if replica_id in self.isr:
             self.maybe_increment_high_watermark()
+
+    def low_watermark(self, is_alive: Callable[[int], bool]) -> int:
+        """Kafka's ``lowWatermarkIfLeader``: the lowest log start of this replica and of
+        every follower on a live broker (-1 for one that has not reported it yet)."""
+        low = self.log.log_start_offset
+        for r, st in self.followers.items():
+            if st.log_start_offset < low and is_alive(r):
+                low = st.log_start_offset
+        return low
 
     def isr_candidate(self, replica_id: int, *, alive: bool) -> bool:
         """Whether ``replica_id`` (not in the ISR) may join it now."""
