@@ -65,6 +65,7 @@ def load_handlers() -> dict[int, Api]:
         acls,
         admin,
         cluster,
+        cluster_admin,
         configs,
         fetch,
         groups,

@@ -63,6 +63,7 @@ from core.broker.controller.replica_assignment import assign_replicas
 from core.broker.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    NotControllerError,
     PolicyViolationError,
     TopicAlreadyExistsError,
     TopicDeletionDisabledError,
@@ -221,6 +222,57 @@ class Controller(PreferredElection, Reassigner):
                 if st.leader == broker_id
                 and any(r in takers for r in assignment.partitions.get(p, ())))
         return remaining
+
+    async def elect_unclean_leaders(self, parts: Collection[tuple[str, int]]
+                                    ) -> dict[tuple[str, int], int | None]:
+        """Kafka's UNCLEAN ElectLeaders: each of ``parts`` whose leader is gone (none, or
+        not registered) gets the first live in-sync replica, else the first live replica
+        alone in the ISR (what the old ISR had beyond it may be lost), whatever
+        ``unclean.leader.election.enable`` says. Per existing partition: the leader
+        elected, None when its leader is alive (no election needed), -1 when no replica
+        is alive; partitions that do not exist are left out. NotControllerError on any
+        broker but the active controller."""
+        if self.epoch is None:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        out: dict[tuple[str, int], int | None] = {}
+        async with self._work:
+            live = set(await self._live_broker_ids())
+            by_topic: dict[str, list[int]] = {}
+            for t, p in parts:
+                by_topic.setdefault(t, []).append(p)
+            for topic, partitions in sorted(by_topic.items()):
+                assignment = await self.store.get_topic(topic)
+                if assignment is None:
+                    continue
+                states = await self.store.get_partition_states(topic)
+                for p in partitions:
+                    if p in assignment.partitions and p in states:
+                        out[(topic, p)] = await self._elect_unclean_one(
+                            topic, p, assignment.partitions[p], states[p], live)
+        return out
+
+    async def _elect_unclean_one(self, topic: str, partition: int, replicas: tuple[int, ...],
+                                 state: PartitionState | None, live: set[int]) -> int | None:
+        for _ in range(3):  # a conditional write that lost a race reads the state again
+            if state is None or self.epoch is None:
+                return -1
+            if state.leader >= 0 and state.leader in live:
+                return None
+            new = elect_on_broker_change(state, replicas, live, unclean=True,
+                                         controller_epoch=self.epoch,
+                                         shutting_down=self.shutting_down)
+            if new is None or new.leader < 0:
+                return -1
+            try:
+                await self.store.update_partition_state(topic, partition, new,
+                                                        expected_version=state.version)
+            except BadVersionError:
+                state = (await self.store.get_partition_states(topic)).get(partition)
+                continue
+            log.warning("controller: unclean election of %s-%d: leader %d, isr %s (epoch %d)",
+                        topic, partition, new.leader, new.isr, new.leader_epoch)
+            return new.leader
+        return -1
 
     def schedule_reconcile(self) -> None:
         self._spawn(self._reconcile_coalesced())

@@ -6,7 +6,9 @@ RAR = target + old, wait for the target replicas to join the ISR, move the leade
 target set and drop the old replicas, write the target assignment); the request is deleted
 when every partition is done. Progress is re-checked on every partition-state change and
 broker change while a request is pending, and resumed by a new controller.
-``reassignments`` lists the partitions still moving.
+``reassignments`` lists the partitions still moving. ``alter_reassignments`` (Kafka's
+AlterPartitionReassignments, on the controller) merges targets and cancellations into
+the running request under the controller's lock.
 
 ``Reassigner`` is a mixin of ``Controller``: the controller calls
 ``process_reassignment_request`` in its pass over the admin requests and sets
@@ -16,11 +18,14 @@ new request; ``process_reassignment_request`` clears it once no request is left.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from core.broker.controller.reassignment import (
     REASSIGN_PARTITIONS,
+    NoReassignmentInProgressError,
     ReassignmentInProgressError,
     Step,
     check_targets,
@@ -28,8 +33,14 @@ from core.broker.controller.reassignment import (
     next_step,
     parse_reassignment,
 )
-from core.broker.errors import InvalidReplicaAssignmentError, UnknownTopicError
+from core.broker.errors import (
+    InvalidReplicaAssignmentError,
+    NotControllerError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
 from core.broker.metadata.store import BadVersionError, MetadataStore, TopicAssignment
+from core.errors import FranzError
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +52,7 @@ class Reassigner:
     store: MetadataStore
     epoch: int | None
     _reassigning: bool
+    _work: asyncio.Lock
 
     if TYPE_CHECKING:
         async def _live_broker_ids(self) -> list[int]: ...
@@ -62,6 +74,65 @@ class Reassigner:
                                                      encode_reassignment(targets)):
             raise ReassignmentInProgressError("There is an existing assignment running.")
         return targets
+
+    async def alter_reassignments(
+        self, changes: Mapping[tuple[str, int], tuple[int, ...] | None],
+    ) -> dict[tuple[str, int], FranzError | None]:
+        """Kafka's AlterPartitionReassignments, on the active controller: each partition
+        of ``changes`` gets new target replicas, or (None) its reassignment cancelled,
+        back to the replicas it had (the current ones but those being added: Kafka's
+        origin replicas). The request running, if any, is rewritten with the changes
+        merged in, a partition's latest target winning as in Kafka, while the controller
+        is not working on it. Per partition: None (accepted) or why not (the partition
+        does not exist, brokers not registered, nothing to cancel). NotControllerError on
+        any other broker."""
+        if self.epoch is None:
+            raise NotControllerError("this broker is not the controller")
+        async with self._work:
+            if self.epoch is None:  # resigned while waiting for the lock
+                raise NotControllerError("this broker is not the controller")
+            for _ in range(5):  # another broker's request got in between: merge again
+                data = await self.store.get_admin_request(REASSIGN_PARTITIONS)
+                try:
+                    running = {} if data is None else parse_reassignment(data)
+                except InvalidReplicaAssignmentError:
+                    running = {}
+                targets, results = dict(running), {}
+                live = await self._live_broker_ids()
+                topics: dict[str, TopicAssignment | None] = {}
+                for (t, p), target in changes.items():
+                    if t not in topics:
+                        topics[t] = await self.store.get_topic(t)
+                    assignment = topics[t]
+                    current = None if assignment is None else assignment.partitions.get(p)
+                    if assignment is None or current is None:
+                        results[(t, p)] = UnknownPartitionError("The partition does not exist.")
+                        continue
+                    if target is None:
+                        if running.get((t, p), current) == current:
+                            results[(t, p)] = NoReassignmentInProgressError(
+                                f"Partition {t}-{p} is not being reassigned.")
+                            continue
+                        adding = assignment.adding.get(p, ())
+                        target = tuple(r for r in current if r not in adding)
+                    try:
+                        check_targets({(t, p): target}, {(t, p): current}, live)
+                    except InvalidReplicaAssignmentError as exc:
+                        results[(t, p)] = exc
+                        continue
+                    results[(t, p)] = None
+                    if target != current or (t, p) in running:
+                        targets[(t, p)] = target
+                if targets == running:
+                    return results
+                if data is not None:
+                    await self.store.delete_admin_request(REASSIGN_PARTITIONS)
+                if not targets or await self.store.create_admin_request(
+                        REASSIGN_PARTITIONS, encode_reassignment(targets)):
+                    self._reassigning = bool(targets)
+                    return results
+        raise ReassignmentInProgressError(
+            "Other reassignment requests kept arriving at the same time; try again.")
 
     async def reassignments(self) -> list[tuple[str, int, tuple[int, ...], tuple[int, ...],
                                                 tuple[int, ...]]]:

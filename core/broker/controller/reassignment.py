@@ -40,6 +40,13 @@ class ReassignmentInProgressError(FranzError):
     error_code = 60
 
 
+class NoReassignmentInProgressError(FranzError):
+    """A cancellation for a partition that is not being reassigned (Kafka
+    NO_REASSIGNMENT_IN_PROGRESS)."""
+
+    error_code = 85
+
+
 class Step(enum.Enum):
     EXPAND = "expand"
     WAIT = "wait"
