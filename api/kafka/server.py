@@ -11,10 +11,11 @@ API key, an unsupported version (other than ApiVersions', which is answered at v
 UNSUPPORTED_VERSION and the list, as Kafka does), a body that does not decode: the
 connection is closed and nothing is done. A connection idle past
 ``connections.max.idle.ms``, or whose frame does not complete within it, is closed.
-Request bodies are read as their bytes arrive, each piece taking its share of a byte
-budget (``queued.max.request.bytes``) before more is read: many large requests at once
-cannot exhaust memory, and a size prefix claiming 100 MiB holds only the bytes that
-really arrived (plus the stream's own 128 KiB buffer per connection).
+Request bodies are received in place (``api.kafka.connection``) as their bytes arrive,
+each 256 KiB taking its share of a byte budget (``queued.max.request.bytes``) before
+more is read: many large requests at once cannot exhaust memory, and a size prefix
+claiming 100 MiB holds only the bytes that really arrived (plus the connection's 64 KiB
+stage).
 
 An answer is a list of chunks (``codegen``): bytes, and record regions that a plaintext
 connection could hand to sendfile(2).
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from api.kafka import errors
 from api.kafka.apis import Api, load_handlers
+from api.kafka.connection import KafkaConnection
 from api.kafka.context import ConnectionClosed, ListenerInfo, RequestContext, Session
 from api.kafka.fetch_sessions import FetchSessionCache
 from api.kafka.protocol.codegen import DecodeError, decoder, encoder
@@ -43,6 +45,7 @@ from core.broker.security.audit import audit
 from core.broker.security.distinguished_name import subject_dn
 from core.broker.security.principal import ANONYMOUS, Principal
 from core.storage.file_region import FileRegion
+from core.storage.native import new_buffer
 
 if TYPE_CHECKING:
     import ssl
@@ -56,7 +59,8 @@ _HEADER = struct.Struct(">hhi")
 API_VERSIONS_KEY = 18
 MIN_FRAME = _HEADER.size + 2  # header v1: key, version, correlation id, client id length
 FAILED_AUTHENTICATION_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms
-READ_CHUNK = 1 << 20  # at most this much of a frame is read (and budgeted) at a time
+READ_CHUNK = 1 << 20  # frames up to this size are received in place into one buffer
+READ_STEP = 256 << 10  # bytes received before they take their share of the budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,25 +138,27 @@ class KafkaServer:
     async def start(self, sock: socket.socket, listener: ListenerInfo, *,
                     ssl_context: ssl.SSLContext | None = None) -> None:
         """Serve a bound socket (``listen`` is called here)."""
-        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        idle_s = self.limits.idle_ms / 1000
+
+        async def on_connect(conn: KafkaConnection) -> None:
             task = asyncio.current_task()
             assert task is not None
             if len(self._connections) >= self.limits.max_connections:
-                writer.close()
+                conn.close()
                 return
             self._connections.add(task)
             self.connections_total += 1
             try:
-                await self._serve(reader, writer, listener)
+                await self._serve(conn, listener)
             except asyncio.CancelledError:
                 pass  # stop(): asyncio would log a cancelled connection task as an error
             finally:
                 self._connections.discard(task)
 
-        server = await asyncio.start_server(
-            on_connect, sock=sock, ssl=ssl_context, limit=1 << 16,
+        server = await asyncio.get_running_loop().create_server(
+            lambda: KafkaConnection(on_connect, idle_s), sock=sock, ssl=ssl_context,
             # a TLS handshake that does not complete is bounded like an idle connection
-            ssl_handshake_timeout=min(60.0, self.limits.idle_ms / 1000) if ssl_context else None)
+            ssl_handshake_timeout=min(60.0, idle_s) if ssl_context else None)
         self._servers.append(server)
 
     async def stop(self) -> None:
@@ -168,70 +174,53 @@ class KafkaServer:
 
     # --- one connection ------------------------------------------------------------------
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                     listener: ListenerInfo) -> None:
-        peer = writer.get_extra_info("peername")
+    async def _serve(self, conn: KafkaConnection, listener: ListenerInfo) -> None:
+        peer = conn.get_extra_info("peername")
         host = peer[0] if isinstance(peer, tuple) else ""
         session = Session(host=host, authenticated=not listener.is_sasl)
-        ssl_object = writer.get_extra_info("ssl_object")
+        ssl_object = conn.get_extra_info("ssl_object")
         if ssl_object is not None and not listener.is_sasl:
             principal = self._certificate_principal(ssl_object, host)
             if principal is None:  # a certificate no rule maps: no connection
-                writer.close()
+                conn.close()
                 return
             session.principal = principal
-        if ssl_object is None and self.zero_copy and writer.get_extra_info("socket") is not None:
+        sock = conn.get_extra_info("socket")
+        if ssl_object is None and self.zero_copy and sock is not None:
             session.zero_copy = True
             # drain() then waits until every byte written is sent, so a file region's
             # sendfile(2) follows the bytes before it on the socket
-            writer.transport.set_write_buffer_limits(high=0)
-        sock = writer.get_extra_info("socket")
+            assert conn.transport is not None
+            conn.transport.set_write_buffer_limits(high=0)
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-        idle_s = self.limits.idle_ms / 1000
-        loop = asyncio.get_running_loop()
         try:
             while True:
+                try:
+                    prefix = await conn.read_exact(4)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                size = _SIZE.unpack(prefix)[0]
+                if size < MIN_FRAME or size > self.limits.max_request_bytes:
+                    log.info("kafka: closing %s: a request of %d bytes (socket.request.max."
+                             "bytes=%d)", host, size, self.limits.max_request_bytes)
+                    return
                 held = 0
                 try:
-                    # one timer per frame, pushed on as bytes arrive: the idle limit
-                    # holds between requests and for a frame that stalls
-                    async with asyncio.timeout(idle_s) as idle:
-                        try:
-                            prefix = await reader.readexactly(4)
-                        except (asyncio.IncompleteReadError, ConnectionError):
-                            return
-                        size = _SIZE.unpack(prefix)[0]
-                        if size < MIN_FRAME or size > self.limits.max_request_bytes:
-                            log.info("kafka: closing %s: a request of %d bytes (socket."
-                                     "request.max.bytes=%d)", host, size,
-                                     self.limits.max_request_bytes)
-                            return
-                        parts: list[bytes] = []
-                        remaining = size
-                        while remaining:  # the budget is taken for bytes that arrived,
-                            idle.reschedule(loop.time() + idle_s)  # not for what a
-                            try:                                   # size prefix claims
-                                data = await reader.read(min(remaining, READ_CHUNK))
-                            except ConnectionError:
-                                return
-                            if not data:
-                                return  # the client went away mid-frame
-                            idle.reschedule(None)  # the broker's wait, not the client's
-                            held += await self._budget.take(len(data))
-                            parts.append(data)
-                            remaining -= len(data)
-                    frame = parts[0] if len(parts) == 1 else b"".join(parts)
-                    del parts
+                    try:
+                        frame, held = await self._read_body(conn, size)
+                    except (asyncio.IncompleteReadError, ConnectionError):
+                        return  # the client went away mid-frame
                     answer = await self._handle(frame, listener, session)
+                    del frame
                 finally:
                     if held:
                         self._budget.give(held)
                 if answer is not None:
-                    await self._write(writer, answer, session)
+                    await self._write(conn, answer, session)
                 if session.close_after_answer:  # a failed authentication, as Kafka:
                     # closed 100 ms after its answer (connection.failed.authentication.
                     # delay.ms), so the client reads the error before the end of stream
@@ -242,11 +231,42 @@ class KafkaServer:
         except ConnectionError:
             return
         finally:
-            writer.close()
+            conn.close()
             try:
-                await asyncio.wait_for(writer.wait_closed(), 1)
+                await asyncio.wait_for(conn.wait_closed(), 1)
             except (TimeoutError, ConnectionError, OSError):
                 pass
+
+    async def _read_body(self, conn: KafkaConnection, size: int) -> tuple[bytearray, int]:
+        """A frame's ``size`` bytes and the budget they took. Up to READ_CHUNK they are
+        received in place into one buffer whose pages become memory only as bytes
+        arrive, READ_STEP at a time, each step taking its share of the budget once its
+        bytes are there; larger frames are READ_CHUNK pieces joined. A size prefix
+        claiming 100 MiB so holds the memory of what arrived, never the claim. The
+        buffer's bytes are all received before it is used (it starts unset)."""
+        held = 0
+        try:
+            if size <= READ_CHUNK:
+                frame = new_buffer(size)
+                view = memoryview(frame)
+                for at in range(0, size, READ_STEP):
+                    step = view[at:at + READ_STEP]
+                    await conn.read_into(step)
+                    held += await self._budget.take(len(step))
+                return frame, held
+            parts: list[bytearray] = []
+            remaining = size
+            while remaining:
+                part = new_buffer(min(remaining, READ_CHUNK))
+                await conn.read_into(part)
+                held += await self._budget.take(len(part))
+                parts.append(part)
+                remaining -= len(part)
+            return bytearray().join(parts), held
+        except BaseException:
+            if held:
+                self._budget.give(held)
+            raise
 
     async def _handle(self, frame: bytes, listener: ListenerInfo,
                       session: Session) -> list[Any] | None:
@@ -328,7 +348,7 @@ class KafkaServer:
         return [{"api_key": a.key, "min_version": a.versions.low, "max_version": a.versions.high}
                 for a in sorted(self.apis.values(), key=lambda a: a.key)]
 
-    async def _write(self, writer: asyncio.StreamWriter, chunks: Iterable[Any],
+    async def _write(self, writer: KafkaConnection, chunks: Iterable[Any],
                      session: Session) -> None:
         for chunk in chunks:
             if isinstance(chunk, (bytes, bytearray, memoryview)):
@@ -357,7 +377,7 @@ def _frame(correlation_id: int, tagged_header: bool | None, body: list[Any]) -> 
     return [_SIZE.pack(size) + header, *body]
 
 
-async def _sendfile(writer: asyncio.StreamWriter, region: FileRegion, timeout_s: float) -> None:
+async def _sendfile(writer: KafkaConnection, region: FileRegion, timeout_s: float) -> None:
     """``region``'s bytes from its file to the connection's socket with sendfile(2),
     on the event loop (page-cache data: a copy inside the kernel), waiting for the
     socket to be writable between partial sends. The socket is used through a

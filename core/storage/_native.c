@@ -854,6 +854,20 @@ static PyObject *start_sync_thread(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* new_buffer(n) -> bytearray: n bytes whose contents are not set. bytearray(n) writes n
+ * zeros, making every page of a large buffer resident before anything is received into
+ * it; these pages stay untouched until written (received into), so a connection's
+ * buffer for a frame holds the memory of the bytes that really arrived. */
+static PyObject *new_buffer(PyObject *self, PyObject *args) {
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "n", &n)) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative size");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, n);
+}
+
 static PyMethodDef methods[] = {
     {"encode_built", encode_built, METH_VARARGS,
      "encode_built(values, keys, headers, timestamps, now, idxs, producer_id, "
@@ -882,6 +896,9 @@ static PyMethodDef methods[] = {
      "check_records(records, count, keys_required) -> None | (index, message, kind): "
      "every record of a v2 records section decoded as readers will, the first fault "
      "answered (kind: corrupt, offset, key)."},
+    {"new_buffer", new_buffer, METH_VARARGS,
+     "new_buffer(n) -> bytearray: n bytes whose contents are not set (pages untouched "
+     "until written)."},
     {"record_sizes", record_sizes, METH_VARARGS,
      "record_sizes(records, count) -> list[int]: cumulative key + value bytes of a v2 "
      "batch's records (count + 1 items)."},

@@ -92,6 +92,12 @@ def start_sync_thread(requests_fd: int, results_fd: int) -> None:
     _native.start_sync_thread(requests_fd, results_fd)
 
 
+def new_buffer(n: int) -> bytearray:
+    """A bytearray of ``n`` bytes to receive into: its contents are not set, so its
+    pages are not made resident before bytes arrive (zeros without the extension)."""
+    return bytearray(n) if _native is None else _native.new_buffer(n)
+
+
 def murmur2(data: bytes) -> int | None:
     """Kafka's ``Utils.murmur2`` of ``data`` (signed 32 bits); None without the extension."""
     return None if _native is None else _native.murmur2(data)
