@@ -60,10 +60,16 @@ def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
     raise CorruptRecordError(f"unknown compression codec id {codec}")
 
 
-def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
+def decompress(codec: int, data: bytes | bytearray | memoryview, *,
+               max_size: int | None = None) -> bytes | memoryview:
+    """The decompressed bytes. With ``max_size`` (data from outside this process: a
+    client's batch), CorruptRecordError as soon as the output would pass it, before
+    that much memory is written: a small batch cannot inflate into gigabytes."""
     try:
         if codec == NONE:
             return bytes(data)
+        if max_size is not None:
+            return _decompress_bounded(codec, data, max_size)
         if codec == GZIP:
             return zlib.decompress(data, 47)  # wbits 47: gzip or zlib header
         if codec == SNAPPY:
@@ -75,7 +81,36 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
     except CorruptRecordError:
         raise
     except Exception as exc:  # the libraries raise assorted types on garbage input
-        raise CorruptRecordError(f"cannot decompress {CODEC_NAMES[codec]} data: {exc}") from exc
+        bound = "" if max_size is None else f" (at most {max_size} bytes decompressed)"
+        raise CorruptRecordError(
+            f"cannot decompress {CODEC_NAMES.get(codec, codec)} data{bound}: {exc}") from exc
+    raise CorruptRecordError(f"unknown compression codec id {codec}")
+
+
+def _decompress_bounded(codec: int, data: bytes | bytearray | memoryview,
+                        max_size: int) -> bytes | memoryview:
+    too_large = CorruptRecordError(
+        f"{CODEC_NAMES[codec]} data decompresses past {max_size} bytes, the most a record "
+        f"batch may hold")
+    if codec == GZIP:
+        d = zlib.decompressobj(47)
+        out = d.decompress(data, max_size + 1)
+        if len(out) > max_size:
+            raise too_large
+        if not d.eof:
+            raise CorruptRecordError("truncated gzip data")
+        return out
+    if codec == SNAPPY:
+        return _snappy_decompress(bytes(data), max_size=max_size)
+    if codec in (LZ4, ZSTD):
+        from core.storage.native import new_buffer  # native imports this module
+
+        out = new_buffer(max_size + 1)  # pages become memory only as they are written
+        lib = cramjam.lz4 if codec == LZ4 else cramjam.zstd
+        n = lib.decompress_into(bytes(data), out)
+        if n > max_size:
+            raise too_large
+        return memoryview(out)[:n]
     raise CorruptRecordError(f"unknown compression codec id {codec}")
 
 
@@ -88,10 +123,19 @@ def _xerial_snappy_compress(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _snappy_decompress(data: bytes, *, max_size: int | None = None) -> bytes:
+    """Raw snappy or Xerial's framing of it (what Kafka clients send). With ``max_size``
+    each block's length, which snappy writes first, is checked before it is inflated."""
+    def inflate(block: bytes, total: int) -> bytes:
+        if max_size is not None and total + cramjam.snappy.decompress_raw_len(block) > max_size:
+            raise CorruptRecordError(
+                f"snappy data decompresses past {max_size} bytes, the most a record batch "
+                f"may hold")
+        return bytes(cramjam.snappy.decompress_raw(block))
+
     if not data.startswith(_XERIAL_HEADER[:8]):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    pos, out = 16, []
+        return inflate(data, 0)
+    pos, out, total = 16, [], 0
     while pos < len(data):
         if pos + 4 > len(data):
             raise CorruptRecordError("truncated xerial snappy block length")
@@ -99,7 +143,9 @@ def _snappy_decompress(data: bytes) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(data):
             raise CorruptRecordError("truncated xerial snappy block")
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + size])))
+        block = inflate(data[pos : pos + size], total)
+        out.append(block)
+        total += len(block)
         pos += size
     return b"".join(out)
 

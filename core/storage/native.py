@@ -103,11 +103,21 @@ def murmur2(data: bytes) -> int | None:
     return None if _native is None else _native.murmur2(data)
 
 
-def records_section(raw: bytes, h: BatchHeader) -> bytes | memoryview:
-    """The records of the batch ``raw`` (header ``h``) as they are on disk, decompressed."""
+#: The most a batch's records may take once decompressed, for batches from outside
+#: this process (``validate_untrusted_records``): clients' batches are far smaller
+#: (librdkafka's and Java's are at most a few MiB), and a compressed batch of 1 MiB
+#: that inflates to gigabytes is refused before it takes the memory.
+MAX_DECOMPRESSED_BYTES = 64 << 20
+
+
+def records_section(raw: bytes | bytearray | memoryview, h: BatchHeader, *,
+                    untrusted: bool = False) -> bytes | memoryview:
+    """The records of the batch ``raw`` (header ``h``) as they are on disk, decompressed
+    (at most MAX_DECOMPRESSED_BYTES when ``untrusted``)."""
     body: bytes | memoryview = memoryview(raw)[HEADER_SIZE : h.size]
     if h.compression != codec.NONE:
-        body = codec.decompress(h.compression, body)
+        body = codec.decompress(h.compression, body,
+                                max_size=MAX_DECOMPRESSED_BYTES if untrusted else None)
     return body
 
 
@@ -117,8 +127,10 @@ def record_fault(raw: bytes | bytearray | memoryview, h: BatchHeader, *,
     decode, as ``(index, message, kind)`` (kind ``corrupt``, ``offset`` for an offset
     delta out of sequence, ``key`` for a null key when ``keys_required``), or None when
     all decode: one C pass over the (decompressed) records section. The extension
-    must be built (``AVAILABLE``); a codec fault raises CorruptRecordError."""
-    return _native.check_records(records_section(raw, h), h.records_count, keys_required)
+    must be built (``AVAILABLE``); a codec fault, or records that decompress past
+    MAX_DECOMPRESSED_BYTES, raise CorruptRecordError."""
+    return _native.check_records(records_section(raw, h, untrusted=True), h.records_count,
+                                 keys_required)
 
 
 def record_sizes(raw: bytes, header: BatchHeader | None = None) -> list[int] | None:

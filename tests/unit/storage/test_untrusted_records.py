@@ -209,3 +209,25 @@ def test_checked_batches_are_appended_without_a_second_crc(
     assert compacted.log_end_offset == 0
     plog.close()
     compacted.close()
+
+
+@pytest.mark.usefixtures("with_codec")
+@pytest.mark.parametrize("compression", [codec.GZIP, codec.SNAPPY, codec.LZ4, codec.ZSTD],
+                         ids=lambda c: codec.CODEC_NAMES[c])
+def test_a_batch_that_inflates_past_the_bound_is_refused(
+        compression: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decompression bomb: a few KiB of a client's compressed batch holding MiBs of
+    records is refused before it takes the memory (the bound lowered to 1 MiB here);
+    a batch just within the bound passes."""
+    monkeypatch.setattr(native, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+
+    def one_record_of(n: int) -> bytearray:
+        body = record(A, T0, T0, varint(-1), varint(n) + bytes(n), T0)
+        return assemble_batch(BatchHeader(0, 0, -1, 2, 0, compression, 0, NOW, NOW, -1, -1,
+                                          -1, 1), codec.compress(compression, body))
+
+    bomb = one_record_of(3 << 20)
+    assert len(bomb) < 200_000
+    with pytest.raises(CorruptRecordError, match="decompress"):
+        validate_untrusted_records(bomb, where="t-0")
+    validate_untrusted_records(one_record_of((1 << 20) - 64), where="t-0")
