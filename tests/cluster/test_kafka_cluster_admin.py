@@ -7,6 +7,10 @@ franz's codec for what a client only sends to the controller):
   cannot finish (its new replica's broker is paused) is listed with the replica it adds
   and is cancelled, the partition staying where it was. A broker that is not the
   controller answers NOT_CONTROLLER.
+- A move that only adds a replica (to a paused broker) stays listed, by
+  ListPartitionReassignments and the REST reassignment routes, with its adding replica in
+  ZooKeeper, until that broker resumes and joins the ISR; then it completes and the
+  adding replica is cleared.
 - ElectLeaders UNCLEAN brings back a partition whose in-sync replicas are all gone, with
   an out-of-sync replica as leader (what only the old ISR had is lost); PREFERRED gives a
   partition back to its preferred replica once it is in sync again, asked of a broker
@@ -204,6 +208,61 @@ def test_a_partition_moves_and_a_stuck_move_is_cancelled(
     finally:
         kp.close()
     assert end_offset(brokers[0], topic) == 50
+
+
+def test_a_move_that_only_adds_a_replica_waits_for_it_to_catch_up(
+        brokers: list[BrokerProcess], zk: KazooClient, kafka_ports: dict[int, int]) -> None:
+    topic = "ka-add"
+    create(kafka_ports, topic, 1, 1)
+    (old,) = assignment(zk, topic)[0]
+    produce(brokers[old], topic, [{"n": i, "pad": "x" * 200} for i in range(50)])
+    size = log_dir_sizes(kafka_ports, old, topic)[0]
+    ctl = controller(zk)
+    new = next(i for i in range(3) if i not in (old, ctl))  # never pause the controller
+    up = [i for i in range(3) if i != new]
+    tp = TopicPartition(topic, 0)
+    cid = httpx.get(f"{brokers[ctl].url}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"]
+    rest = f"{brokers[ctl].url}/v3/clusters/{cid}/topics/{topic}/partitions/0/reassignment"
+    listed = {"replicas": [old, new], "adding_replicas": [new], "removing_replicas": []}
+
+    def moving() -> bool:
+        got = httpx.get(rest, timeout=10)
+        assert got.status_code in (200, 404), got.text
+        in_zk = json.loads(zk.get(f"/brokers/topics/{topic}")[0])
+        return (kp.list_partition_reassignments().get(tp) == listed and got.status_code == 200
+                and (got.json()["adding_replicas"], got.json()["removing_replicas"]) == ([new], [])
+                and in_zk["adding_replicas"] == {"0": [new]}
+                and zk.exists("/admin/reassign_partitions") is not None)
+
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap(kafka_ports, *up), request_timeout_ms=20000)
+    try:
+        assert kp.list_partition_reassignments() == {}  # finds the controller while all run
+        brokers[new].signal(signal.SIGSTOP)
+        try:
+            assert kp.alter_partition_reassignments({tp: [old, new]}) == {tp: None}
+            wait_until(lambda: assignment(zk, topic)[0] == [old, new], 10, "the replica added")
+            # the target replicas are all assigned, but the new one is not in sync: the move
+            # stays in progress, however long its broker is away
+            wait_until(moving, 10, f"the move listed as {listed}")
+            until = time.monotonic() + 3
+            while time.monotonic() < until:
+                assert moving(), "the move stopped being listed before its replica caught up"
+                assert state(zk, topic)["isr"] == [old]
+                time.sleep(0.3)
+        finally:
+            brokers[new].signal(signal.SIGCONT)
+        wait_until(lambda: new in state(zk, topic)["isr"], 30, f"broker {new} in sync")
+        wait_until(lambda: not kp.list_partition_reassignments()
+                   and zk.exists("/admin/reassign_partitions") is None, 15, "the move done")
+        assert httpx.get(rest, timeout=10).status_code == 404
+        in_zk = json.loads(zk.get(f"/brokers/topics/{topic}")[0])
+        assert (in_zk["partitions"], in_zk["adding_replicas"], in_zk["removing_replicas"]) == \
+            ({"0": [old, new]}, {}, {})
+        assert state(zk, topic)["leader"] == old
+        wait_until(lambda: log_dir_sizes(kafka_ports, new, topic).get(0) == size, 20,
+                   f"the same {size} bytes on broker {new}")
+    finally:
+        kp.close()
 
 
 def test_unclean_and_preferred_elections(brokers: list[BrokerProcess], zk: KazooClient,

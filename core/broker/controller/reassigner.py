@@ -30,6 +30,7 @@ from core.broker.controller.reassignment import (
     Step,
     check_targets,
     encode_reassignment,
+    moving_replicas,
     next_step,
     parse_reassignment,
 )
@@ -109,7 +110,12 @@ class Reassigner:
                         results[(t, p)] = UnknownPartitionError("The partition does not exist.")
                         continue
                     if target is None:
-                        if running.get((t, p), current) == current:
+                        # moving: its target is not reached yet, or it is (a move that
+                        # only adds replicas) but they are still being added
+                        moving = (t, p) in running and (
+                            running[(t, p)] != current or bool(assignment.adding.get(p))
+                            or bool(assignment.removing.get(p)))
+                        if not moving:
                             results[(t, p)] = NoReassignmentInProgressError(
                                 f"Partition {t}-{p} is not being reassigned.")
                             continue
@@ -153,10 +159,10 @@ class Reassigner:
             if assignment is None or p not in assignment.partitions:
                 continue
             cur = assignment.partitions[p]
-            if cur == target:
-                continue
-            adding = assignment.adding.get(p) or tuple(r for r in target if r not in cur)
-            removing = assignment.removing.get(p) or tuple(r for r in cur if r not in target)
+            stored_adding = assignment.adding.get(p, ())
+            if cur == target and not stored_adding and not assignment.removing.get(p):
+                continue  # done (a move that only adds keeps its adding replicas until done)
+            adding, removing = moving_replicas(cur, target, stored_adding)
             out.append((t, p, cur, adding, removing))
         return out
 
@@ -192,8 +198,10 @@ class Reassigner:
         if assignment is None or partition not in assignment.partitions or self.epoch is None:
             return Step.DONE  # deleted meanwhile: nothing left to move
         state = (await self.store.get_partition_states(topic)).get(partition)
+        adding = assignment.adding.get(partition, ())
+        removing = assignment.removing.get(partition, ())
         plan = next_step(assignment.partitions[partition], target, state, live,
-                         controller_epoch=self.epoch)
+                         controller_epoch=self.epoch, adding=adding, removing=removing)
         if plan.step is Step.EXPAND:
             await self.store.set_assignment(_with_replicas(assignment, partition, plan.replicas,
                                                            plan.adding, plan.removing))
@@ -201,18 +209,19 @@ class Reassigner:
                      topic, partition, assignment.partitions[partition], plan.replicas,
                      plan.adding, plan.removing)
         elif plan.step is Step.SHRINK:
-            assert state is not None and plan.state is not None
-            try:
-                await self.store.update_partition_state(topic, partition, plan.state,
-                                                        expected_version=state.version)
-            except BadVersionError:
-                return Step.WAIT  # the leader changed the ISR meanwhile: next event
-            if assignment.partitions[partition] != plan.replicas:
+            assert state is not None
+            new = plan.state or state  # None: leader and ISR stay as they are
+            if plan.state is not None:
+                try:
+                    await self.store.update_partition_state(topic, partition, plan.state,
+                                                            expected_version=state.version)
+                except BadVersionError:
+                    return Step.WAIT  # the leader changed the ISR meanwhile: next event
+            if assignment.partitions[partition] != plan.replicas or adding or removing:
                 await self.store.set_assignment(_with_replicas(assignment, partition,
                                                                plan.replicas, (), ()))
             log.info("controller: reassigned %s-%d to %s (leader %d, epoch %d, isr %s)",
-                     topic, partition, plan.replicas, plan.state.leader,
-                     plan.state.leader_epoch, plan.state.isr)
+                     topic, partition, plan.replicas, new.leader, new.leader_epoch, new.isr)
         return plan.step
 
 

@@ -12,11 +12,19 @@ goes through Kafka's steps (KIP-455), one ``next_step`` at a time:
 1. ``EXPAND``: the assignment becomes RAR = TRS + (OAR - TRS); ``adding`` = TRS - OAR
    and ``removing`` = OAR - TRS are written beside it (``adding_replicas`` /
    ``removing_replicas`` of ``/brokers/topics/<t>``). New replicas start fetching.
-2. ``WAIT``: until every target replica is in the ISR.
+2. ``WAIT``: until every target replica is in the ISR. A move that only adds replicas
+   has RAR = TRS: the ``adding`` written beside it is what tells it from a finished one,
+   so it waits like any other (Kafka's ``isReassignmentComplete``: TRS in the ISR).
 3. ``SHRINK``: the leader moves to the first target replica alive and in the ISR if the
    current one is not a target (or is dead), the ISR drops the removed replicas (leader
-   epoch + 1), the assignment becomes TRS; removed replicas stop and delete their logs.
-4. ``DONE``: the assignment is TRS.
+   epoch + 1; no state write when neither changes), the assignment becomes TRS and
+   ``adding`` / ``removing`` are cleared; removed replicas stop and delete their logs.
+4. ``DONE``: the assignment is TRS with nothing being added or removed.
+
+A move that only removes replicas has nothing to expand and nothing to wait for once
+the kept replicas are in sync: it shrinks at once, as in Kafka. A cancellation (the
+target set back to OAR, see ``Reassigner.alter_reassignments``) is a target within the
+current replicas: it waits for OAR to be in sync and shrinks back to it.
 """
 
 from __future__ import annotations
@@ -62,7 +70,8 @@ class Plan:
     replicas: tuple[int, ...]  # the assignment to write (EXPAND: RAR; SHRINK: TRS)
     adding: tuple[int, ...] = ()
     removing: tuple[int, ...] = ()
-    state: PartitionState | None = None  # SHRINK: the new leader and ISR
+    # SHRINK: the new leader and ISR (None: they stay, only the assignment is written)
+    state: PartitionState | None = None
 
 
 def parse_reassignment(body: object) -> dict[tuple[str, int], tuple[int, ...]]:
@@ -121,12 +130,25 @@ def check_targets(targets: Mapping[tuple[str, int], Sequence[int]],
                 f"not registered (live brokers: {sorted(brokers)})")
 
 
+def moving_replicas(current: Sequence[int], target: Sequence[int],
+                    adding: Sequence[int] = ()) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(adding, removing) of a partition whose assignment is ``current`` (with ``adding``
+    stored beside it by an earlier EXPAND) on its way to ``target``: the target replicas
+    not among Kafka's origin replicas (the current ones but those being added), and the
+    current replicas not in the target."""
+    origin = [r for r in current if r not in adding]
+    return (tuple(r for r in target if r not in origin),
+            tuple(r for r in current if r not in target))
+
+
 def next_step(current: Sequence[int], target: Sequence[int], state: PartitionState | None,
-              live: Collection[int], *, controller_epoch: int) -> Plan:
+              live: Collection[int], *, controller_epoch: int, adding: Sequence[int] = (),
+              removing: Sequence[int] = ()) -> Plan:
     """The next write for a partition whose assignment is ``current`` on its way to
-    ``target`` (see the module doc)."""
+    ``target`` (see the module doc). ``adding`` / ``removing``: what the assignment
+    stores beside ``current`` (written by a previous EXPAND; empty when no move ran)."""
     cur, trs = tuple(current), tuple(target)
-    if cur == trs:
+    if cur == trs and not adding and not removing:
         if state is not None and state.leader in trs and not set(state.isr) <= set(trs):
             # a removed replica re-joined the ISR between the two writes of SHRINK
             isr = tuple(r for r in state.isr if r in trs)
@@ -134,24 +156,23 @@ def next_step(current: Sequence[int], target: Sequence[int], state: PartitionSta
                 leader=state.leader, leader_epoch=state.leader_epoch + 1, isr=isr,
                 controller_epoch=controller_epoch, version=state.version))
         return Plan(Step.DONE, trs)
+    add, rem = moving_replicas(cur, trs, adding)
     if not set(trs) <= set(cur):
         rar = trs + tuple(r for r in cur if r not in trs)
-        return Plan(Step.EXPAND, rar, adding=tuple(r for r in trs if r not in cur),
-                    removing=tuple(r for r in cur if r not in trs))
-    removing = tuple(r for r in cur if r not in trs)
-    adding = ()  # the target is all there; what is left is to catch up and drop the rest
+        return Plan(Step.EXPAND, rar, adding=add, removing=rem)
     if state is None or not set(trs) <= set(state.isr):
-        return Plan(Step.WAIT, cur, adding=adding, removing=removing)
+        return Plan(Step.WAIT, cur, adding=add, removing=rem)
     leader = state.leader
     if leader not in trs or leader not in live:
         candidates = [r for r in trs if r in state.isr and r in live]
         if not candidates:
-            return Plan(Step.WAIT, cur, removing=removing)
+            return Plan(Step.WAIT, cur, adding=add, removing=rem)
         leader = candidates[0]
     isr = tuple(r for r in state.isr if r in trs)
-    new_state = PartitionState(leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
-                               controller_epoch=controller_epoch, version=state.version)
-    return Plan(Step.SHRINK, trs, removing=removing, state=new_state)
+    new_state = None if (leader, isr) == (state.leader, tuple(state.isr)) else PartitionState(
+        leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
+        controller_epoch=controller_epoch, version=state.version)
+    return Plan(Step.SHRINK, trs, removing=rem, state=new_state)
 
 
 def _entries(body: object, what: str) -> list[dict[str, object]]:

@@ -1,10 +1,12 @@
 """The controller's side of two Kafka admin APIs, over the real embedded metadata store:
 ``alter_reassignments`` (AlterPartitionReassignments: targets merged into the request
 running, cancellations back to the origin replicas) and ``elect_unclean_leaders``
-(ElectLeaders UNCLEAN)."""
+(ElectLeaders UNCLEAN); and a move that only adds a replica, listed and cancellable
+until the new replica is in sync (the adding replicas kept as ZooKeeper keeps them)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -108,6 +110,80 @@ async def test_nothing_to_do_writes_nothing(store: EmbeddedMetadataStore,
     assert got[("t", 0)] is None  # already there
     assert isinstance(got[("t", 1)], NoReassignmentInProgressError)
     assert await request(store) is None
+
+
+def keep_moving_replicas(store: EmbeddedMetadataStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store keeps a reassignment's adding and removing replicas, as ZooKeeper's
+    ``/brokers/topics/<t>`` does (the embedded store of a standalone broker does not)."""
+    kept: dict[str, tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]] = {}
+    get_topic, set_assignment = store.get_topic, store.set_assignment
+
+    async def get(name: str) -> TopicAssignment | None:
+        found = await get_topic(name)
+        if found is None or name not in kept:
+            return found
+        return dataclasses.replace(found, adding=kept[name][0], removing=kept[name][1])
+
+    async def put(assignment: TopicAssignment) -> None:
+        kept[assignment.name] = (dict(assignment.adding), dict(assignment.removing))
+        await set_assignment(assignment)
+
+    monkeypatch.setattr(store, "get_topic", get)
+    monkeypatch.setattr(store, "set_assignment", put)
+
+
+async def work(controller: Controller) -> None:
+    """One pass over the reassignment request, as the controller runs it on each event."""
+    async with controller._work:
+        await controller.process_reassignment_request()
+
+
+async def set_isr(store: EmbeddedMetadataStore, topic: str, isr: tuple[int, ...]) -> None:
+    state = (await store.get_partition_states(topic))[0]
+    await store.update_partition_state(topic, 0, dataclasses.replace(state, isr=isr),
+                                       expected_version=state.version)
+
+
+async def test_a_move_that_only_adds_a_replica_runs_until_it_is_in_sync(
+        store: EmbeddedMetadataStore, controller: Controller,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    keep_moving_replicas(store, monkeypatch)
+    await put_topic(store, "t", {0: (1,)})
+    await controller.request_reassignment(encode_reassignment({("t", 0): (1, 2)}))
+    for _ in range(2):  # broker 2 is not in the ISR: the move stays, listed, however often
+        await work(controller)
+        moved = await store.get_topic("t")
+        assert moved is not None and (moved.partitions[0], moved.adding) == ((1, 2), {0: (2,)})
+        assert await controller.reassignments() == [("t", 0, (1, 2), (2,), ())]
+        assert await request(store) == {("t", 0): (1, 2)}
+    await set_isr(store, "t", (1, 2))
+    await work(controller)
+    done = await store.get_topic("t")
+    assert done is not None and (done.partitions[0], done.adding, done.removing) == ((1, 2), {}, {})
+    assert await controller.reassignments() == []
+    assert await request(store) is None
+    state = (await store.get_partition_states("t"))[0]
+    assert (state.leader, state.leader_epoch, state.isr) == (1, 0, (1, 2))  # nothing to elect
+
+
+async def test_a_move_that_only_adds_a_replica_can_be_cancelled(
+        store: EmbeddedMetadataStore, controller: Controller,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    keep_moving_replicas(store, monkeypatch)
+    await put_topic(store, "t", {0: (1,)})
+    got = await controller.alter_reassignments({("t", 0): (1, 2)})
+    assert got == {("t", 0): None}
+    await work(controller)
+    assert await controller.reassignments() == [("t", 0, (1, 2), (2,), ())]
+    # its target is reached already, but the replica is still being added: it is moving
+    assert await controller.alter_reassignments({("t", 0): None}) == {("t", 0): None}
+    assert await request(store) == {("t", 0): (1,)}
+    await work(controller)
+    back = await store.get_topic("t")
+    assert back is not None and (back.partitions[0], back.adding, back.removing) == ((1,), {}, {})
+    assert await request(store) is None
+    again = await controller.alter_reassignments({("t", 0): None})
+    assert isinstance(again[("t", 0)], NoReassignmentInProgressError)
 
 
 async def test_unclean_election_takes_an_out_of_sync_replica(

@@ -10,6 +10,7 @@ from core.broker.controller.reassignment import (
     check_targets,
     encode_election,
     encode_reassignment,
+    moving_replicas,
     next_step,
     parse_election,
     parse_reassignment,
@@ -87,6 +88,80 @@ def test_a_removed_replica_back_in_the_isr_is_dropped_again() -> None:
 
 def test_no_live_target_in_the_isr_waits() -> None:
     plan = next_step((0, 1, 2), (1, 2), st(0, (0, 1, 2)), {0}, controller_epoch=5)
+    assert plan.step is Step.WAIT
+
+
+def test_a_move_that_only_adds_waits_for_the_new_replica_to_join_the_isr() -> None:
+    live = {0, 1}
+    plan = next_step((0,), (0, 1), st(0, (0,)), live, controller_epoch=5)
+    assert (plan.step, plan.replicas, plan.adding, plan.removing) == \
+        (Step.EXPAND, (0, 1), (1,), ())
+    # RAR = TRS now: the adding replica stored beside it is what keeps the move going
+    plan = next_step((0, 1), (0, 1), st(0, (0,)), live, controller_epoch=5, adding=(1,))
+    assert (plan.step, plan.replicas, plan.adding, plan.removing) == (Step.WAIT, (0, 1), (1,), ())
+    plan = next_step((0, 1), (0, 1), st(0, (0, 1)), live, controller_epoch=5, adding=(1,))
+    # in sync: the adding replicas are cleared; leader and ISR stay, so no state write
+    assert (plan.step, plan.replicas, plan.adding, plan.removing, plan.state) == \
+        (Step.SHRINK, (0, 1), (), (), None)
+    assert next_step((0, 1), (0, 1), st(0, (0, 1)), live, controller_epoch=5).step is Step.DONE
+
+
+def test_an_add_only_move_whose_leader_died_elects_one_from_the_target() -> None:
+    plan = next_step((0, 1), (0, 1), st(0, (0, 1)), {1}, controller_epoch=5, adding=(1,))
+    assert plan.step is Step.SHRINK and plan.state == PartitionState(
+        leader=1, leader_epoch=4, isr=(0, 1), controller_epoch=5, version=7)
+
+
+def test_a_move_that_only_removes_completes_at_once() -> None:
+    live = {0, 1, 2}
+    plan = next_step((0, 1, 2), (0, 1), st(0, (0, 1, 2)), live, controller_epoch=5)
+    assert (plan.step, plan.replicas, plan.removing) == (Step.SHRINK, (0, 1), (2,))
+    assert plan.state == PartitionState(leader=0, leader_epoch=4, isr=(0, 1), controller_epoch=5,
+                                        version=7)
+    # the removed replica led: leadership moves to the first in-sync target replica
+    plan = next_step((0, 1, 2), (1, 2), st(0, (0, 1, 2)), live, controller_epoch=5)
+    assert plan.step is Step.SHRINK and plan.state is not None
+    assert (plan.state.leader, plan.state.isr) == (1, (1, 2))
+    # a kept replica out of sync: Kafka waits for it too
+    plan = next_step((0, 1, 2), (0, 1), st(0, (0, 2)), live, controller_epoch=5)
+    assert (plan.step, plan.adding, plan.removing) == (Step.WAIT, (), (2,))
+
+
+def test_a_cancelled_add_only_move_goes_back_to_the_original_replicas() -> None:
+    live = {0, 1}
+    # (0,) -> (0, 1) expanded, broker 1 still catching up; the cancel targets (0,)
+    plan = next_step((0, 1), (0,), st(0, (0,)), live, controller_epoch=5, adding=(1,))
+    assert (plan.step, plan.replicas, plan.removing, plan.state) == (Step.SHRINK, (0,), (1,), None)
+    assert next_step((0,), (0,), st(0, (0,)), live, controller_epoch=5).step is Step.DONE
+
+
+def test_a_cancelled_move_in_phase_one_goes_back_to_the_original_replicas() -> None:
+    live = {0, 1, 2}
+    # (0, 1) -> (1, 2): expanded to (1, 2, 0), adding 2, removing 0; cancelled back to the
+    # origin replicas (the current ones but those being added)
+    cur, stored = (1, 2, 0), {"adding": (2,), "removing": (0,)}
+    assert moving_replicas(cur, (1, 0), (2,)) == ((), (2,))
+    plan = next_step(cur, (1, 0), st(0, (0, 1)), live, controller_epoch=5, **stored)
+    assert (plan.step, plan.replicas, plan.removing, plan.state) == (Step.SHRINK, (1, 0), (2,), None)
+    # the adding replica had joined the ISR: it leaves it
+    plan = next_step(cur, (1, 0), st(0, (0, 1, 2)), live, controller_epoch=5, **stored)
+    assert plan.step is Step.SHRINK and plan.state is not None
+    assert (plan.state.leader, plan.state.isr) == (0, (0, 1))
+    # it had even become the leader (after a failure): leadership goes back to an origin one
+    plan = next_step(cur, (1, 0), st(2, (0, 1, 2)), live, controller_epoch=5, **stored)
+    assert plan.state is not None and (plan.state.leader, plan.state.isr) == (1, (0, 1))
+    # an origin replica out of sync: the cancel waits for it, as the move would have
+    plan = next_step(cur, (1, 0), st(1, (1, 2)), live, controller_epoch=5, **stored)
+    assert (plan.step, plan.adding, plan.removing) == (Step.WAIT, (), (2,))
+
+
+def test_a_move_retargeted_in_flight_keeps_counting_its_unfinished_replicas_as_adding() -> None:
+    # (0,) -> (0, 1) expanded; retargeted to (0, 1, 2): 1 is still being added, and 2 too
+    plan = next_step((0, 1), (0, 1, 2), st(0, (0,)), {0, 1, 2}, controller_epoch=5, adding=(1,))
+    assert (plan.step, plan.replicas, plan.adding, plan.removing) == \
+        (Step.EXPAND, (0, 1, 2), (1, 2), ())
+    plan = next_step((0, 1, 2), (0, 1, 2), st(0, (0, 1)), {0, 1, 2}, controller_epoch=5,
+                     adding=(1, 2))
     assert plan.step is Step.WAIT
 
 
