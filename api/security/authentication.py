@@ -3,7 +3,10 @@
 The principal comes from, in order:
 
 1. a verified client certificate (mutual TLS; the ASGI TLS extension carries its
-   subject), mapped with ``ssl.principal.mapping.rules``;
+   subject), mapped with ``ssl.principal.mapping.rules``; a certificate no rule maps is
+   answered 401 and audited (an ``authentication`` failure, mechanism SSL, with the
+   subject cut to 1024 characters), once per request it refuses, as the Kafka door
+   audits the connection it refuses;
 2. HTTP Basic credentials when ``authentication.method=BASIC`` (a user and password, or
    an API key and secret): required then, a missing or bad one is answered 401 with
    ``WWW-Authenticate: Basic realm="franz"`` and error_code 40101 before anything runs;
@@ -44,6 +47,7 @@ CLIENT_HOST = "franz.client_host"
 AUDITED = "franz.audited"  # set by a route whose outcome goes to the audit log
 REALM = 'Basic realm="franz"'
 MAX_AUTHORIZATION_BYTES = 4096
+_UNMAPPED = "No principal mapping rule matches the client certificate."
 
 
 class AuthenticationMiddleware:
@@ -66,8 +70,10 @@ class AuthenticationMiddleware:
         if subject:
             principal = security.certificate_principal(subject)
             if principal is None:
-                await _refuse(scope, send, "No principal mapping rule matches the client "
-                                           "certificate.")
+                # audited as the Kafka door audits the connection it refuses
+                audit("authentication", principal="", host=host, result="failure",
+                      mechanism="SSL", subject=subject[:1024], reason=_UNMAPPED)
+                await _refuse(scope, send, _UNMAPPED)
                 return
         elif security.basic:
             throttle = login_throttle(scope["app"])

@@ -6,6 +6,7 @@ message naming the property; a listener other hosts can reach needs authenticati
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import ssl
@@ -26,13 +27,13 @@ BINARY = "application/vnd.kafka.binary.v2+json"
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """broker.pem (names 127.0.0.1 and localhost), alice.pem (a client), ca.pem, and a
-    broker key encrypted with the password "s3cret" (broker-enc.pem)."""
+    """broker.pem (names 127.0.0.1 and localhost), alice.pem and bob.pem (clients),
+    ca.pem, and a broker key encrypted with the password "s3cret" (broker-enc.pem)."""
     from cryptography.hazmat.primitives import serialization
 
     ca = trustme.CA()
     root = tmp_path_factory.mktemp("pki")
-    files = {n: root / f"{n}.pem" for n in ("broker", "broker-enc", "alice", "ca")}
+    files = {n: root / f"{n}.pem" for n in ("broker", "broker-enc", "alice", "bob", "ca")}
     leaf = ca.issue_cert("127.0.0.1", "localhost", common_name="broker")
     leaf.private_key_and_cert_chain_pem.write_to_path(str(files["broker"]))
     key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
@@ -42,6 +43,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                             serialization.BestAvailableEncryption(b"s3cret")))
     ca.issue_cert("alice@example.com", common_name="alice", organization_name="acme") \
         .private_key_and_cert_chain_pem.write_to_path(str(files["alice"]))
+    ca.issue_cert("bob@example.com", common_name="bob", organization_name="acme") \
+        .private_key_and_cert_chain_pem.write_to_path(str(files["bob"]))
     ca.cert_pem.write_to_path(str(files["ca"]))
     return files
 
@@ -232,6 +235,45 @@ def test_client_certificates_meet_the_mapping_rules(tmp_path: Path, pki: dict[st
         r = httpx.get(url + "/v3/clusters", verify=_tls(pki, "alice"))  # CN=alice,O=acme
         assert r.status_code == 401, r.text
         assert "principal mapping rule" in r.text
+
+
+def _audit_lines(server: TlsServer) -> list[dict[str, object]]:
+    out = []
+    for line in server.log_path.read_text(errors="replace").splitlines():
+        _, found, text = line.partition("franz.audit: ")
+        if found:
+            out.append(json.loads(text))
+    return out
+
+
+def test_a_certificate_no_rule_maps_is_audited(tmp_path: Path, pki: dict[str, Path]) -> None:
+    """Each request refused for a certificate no rule maps leaves an authentication
+    failure in the audit log, as the Kafka door's refused connections do; a mapped
+    certificate leaves none."""
+    port = free_port()
+    url = f"https://127.0.0.1:{port}"
+    props = [*_ssl_props(pki, "REQUESTED"), r"ssl.principal.mapping.rules=RULE:^CN=bob,.*$/bob/"]
+    with serving(tmp_path, url, props, url + "/", _tls(pki)) as server:
+        with httpx.Client(verify=_tls(pki, "bob")) as bob:
+            assert bob.get(url + "/v3/clusters").status_code == 200
+        with httpx.Client(verify=_tls(pki, "alice")) as alice:  # one connection, two requests
+            for _ in range(2):
+                assert alice.get(url + "/v3/clusters").status_code == 401
+        deadline = time.monotonic() + 5
+        while True:
+            failures = [a for a in _audit_lines(server) if a["event"] == "authentication"]
+            if len(failures) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    assert len(failures) == 2, failures
+    subject = failures[0]["subject"]
+    assert isinstance(subject, str) and "CN=alice" in subject and "O=acme" in subject, failures
+    assert failures[0] == {
+        "event": "authentication", "principal": "", "host": "127.0.0.1", "operation": "",
+        "resource": "", "result": "failure", "mechanism": "SSL", "subject": subject,
+        "reason": "No principal mapping rule matches the client certificate."}, failures
+    assert failures[1] == failures[0]
+    assert not [a for a in _audit_lines(server) if "bob" in json.dumps(a)]
 
 
 def test_an_encrypted_key_with_its_password(tmp_path: Path, pki: dict[str, Path]) -> None:
