@@ -31,7 +31,42 @@ def topic_id_bytes(topic_id: str) -> bytes:
     return raw if len(raw) == 16 else ZERO_UUID
 
 
-@api("ApiVersions", 0, 3, before_authentication=True)
+def topic_id_text(raw: bytes) -> str:
+    """16 bytes of a topic id as the store holds it (Kafka's Uuid.toString: URL-safe
+    base64 without padding): ``topic_id_bytes`` the other way."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+class LeaderHints:
+    """KIP-951 (Produce v10+, Fetch v16+): a partition answered NOT_LEADER_OR_FOLLOWER
+    (or, for Fetch, FENCED_LEADER_EPOCH) carries its current leader and epoch from this
+    broker's metadata, and the answer the endpoints of those leaders on the listener the
+    request came in on, as Kafka's getCurrentLeader: the client goes to the leader
+    without asking Metadata first. A leader with no live endpoint on this listener is
+    named with no endpoint (the client then asks Metadata)."""
+
+    def __init__(self, ctx: RequestContext) -> None:
+        self._ctx = ctx
+        self._endpoints: dict[int, dict[str, Any]] | None = None
+        self._nodes: dict[int, dict[str, Any]] = {}
+
+    def current_leader(self, topic: str, partition: int) -> dict[str, int]:
+        meta = self._ctx.broker.cache.topic(topic)
+        st = None if meta is None else meta.states.get(partition)
+        leader, epoch = (-1, -1) if st is None else (st.leader, st.leader_epoch)
+        if leader >= 0 and leader not in self._nodes:
+            if self._endpoints is None:
+                self._endpoints = {b["node_id"]: b for b in brokers_of(self._ctx)}
+            node = self._endpoints.get(leader)
+            if node is not None:
+                self._nodes[leader] = node
+        return {"leader_id": leader, "leader_epoch": epoch}
+
+    def node_endpoints(self) -> list[dict[str, Any]]:
+        return list(self._nodes.values())
+
+
+@api("ApiVersions", 0, 4, before_authentication=True)
 async def api_versions(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     if req.get("client_software_name"):
         ctx.session.client_software = (
@@ -72,6 +107,11 @@ async def metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     brokers = brokers_of(ctx)
     reachable = {b["node_id"] for b in brokers}
     topics = []
+    ids = [bytes(t["topic_id"]) for t in requested or ()] if version >= 12 else []
+    if any(i != ZERO_UUID for i in ids):  # v12 by topic id: the names are not looked at
+        for topic_id in dict.fromkeys(i for i in ids if i != ZERO_UUID):
+            topics.append(await _topic_by_id(ctx, topic_id, reachable))
+        names = []
     for name in dict.fromkeys(names):  # a name asked twice is answered once
         topics.append(await _topic(ctx, name, explicit=explicit, auto_create=auto_create,
                                    reachable=reachable))
@@ -84,6 +124,22 @@ async def metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     if req.get("include_cluster_authorized_operations"):
         out["cluster_authorized_operations"] = -2147483648
     return out
+
+
+async def _topic_by_id(ctx: RequestContext, topic_id: bytes, reachable: set[int]
+                       ) -> dict[str, Any]:
+    """Metadata v12 asked by id, as Kafka 3.9: an id no topic has is UNKNOWN_TOPIC_ID with
+    a null name; a topic the principal may not describe is TOPIC_AUTHORIZATION_FAILED
+    with its id and a null name (ids are not secret, names are); never auto-created."""
+    name = ctx.broker.cache.topic_name_of(topic_id_text(topic_id))
+    if name is None:
+        return {"error_code": errors.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id,
+                "is_internal": False, "partitions": []}
+    answer = await _topic(ctx, name, explicit=True, auto_create=False, reachable=reachable)
+    assert answer is not None  # explicit: always answered
+    if answer["error_code"] == errors.TOPIC_AUTHORIZATION_FAILED:
+        answer["name"], answer["topic_id"] = None, topic_id
+    return answer
 
 
 async def _topic(ctx: RequestContext, name: str | None, *, explicit: bool, auto_create: bool,

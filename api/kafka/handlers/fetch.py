@@ -15,6 +15,21 @@ start whose CRCs were not checked yet, and TLS connections, take the copying rea
 Fetch sessions (KIP-227, ``fetch_sessions``): a client's first full fetch at epoch 0
 makes a session; later fetches name only what changed and are answered only what
 changed (records, errors, new offsets).
+
+Versions, as Kafka 3.9 answers them:
+
+    v13  topics by id (KIP-516), resolved through the metadata cache, the same ids
+         Metadata answers: an id no topic has is UNKNOWN_TOPIC_ID (100) per partition; a
+         session's partition whose topic was recreated under its name with a new id is
+         INCONSISTENT_TOPIC_ID (103), never the new topic's records
+    v14  OFFSET_MOVED_TO_TIERED_STORAGE may be answered: franz has no tiered storage
+    v15  the replica id moves into the tagged ReplicaState (brokers only; a consumer
+         sends none, read as -1)
+    v16  NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH answers carry the partition's
+         CurrentLeader (id and epoch from this broker's metadata) and the answer's
+         NodeEndpoints that leader's endpoint on this request's listener (KIP-951), so the
+         client goes there without a Metadata round trip
+    v17  a follower's tagged ReplicaDirectoryId (KIP-853): nothing for consumers
 """
 
 from __future__ import annotations
@@ -28,12 +43,15 @@ from api.kafka.context import ConnectionClosed, RequestContext
 from api.kafka.fetch_sessions import (
     FETCH_SESSION_ID_NOT_FOUND,
     INITIAL_EPOCH,
+    ZERO_UUID,
     FetchSessionCache,
+    Resolve,
     SessionError,
     SessionPartition,
     apply_incremental,
     partitions_of,
 )
+from api.kafka.handlers.cluster import LeaderHints, topic_id_bytes, topic_id_text
 from core.broker.replica.delayed import wait_on
 from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import TopicPartition
@@ -43,10 +61,13 @@ MAX_WAIT_MS = 30_000  # a client's max_wait_ms beyond this is cut (request.timeo
 FETCH_MAX_BYTES = 57_671_680  # Kafka's fetch.max.bytes default: a ceiling on max_bytes
 
 
-@api("Fetch", 4, 12)
+@api("Fetch", 4, 17)
 async def fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    if req["replica_id"] >= 0:
+    # v15+ carries the replica id in the tagged ReplicaState (absent: -1, a consumer)
+    if req["replica_id"] >= 0 or req["replica_state"]["replica_id"] >= 0:
         raise ConnectionClosed  # franz brokers replicate over HTTP, not this protocol
+    by_id = ctx.version >= 13
+    resolve = _resolver(ctx) if by_id else None
     sessions: FetchSessionCache | None = ctx.fetch_sessions
     owner = str(ctx.session.principal)
     session_id, epoch = int(req["session_id"]), int(req["session_epoch"])
@@ -55,21 +76,22 @@ async def fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
         if session_id and epoch > 0:
             if sessions is None:
                 raise SessionError(FETCH_SESSION_ID_NOT_FOUND)
-            session = sessions.get(session_id, owner, epoch)
-            apply_incremental(session, req)
+            session = sessions.get(session_id, owner, epoch, uses_topic_ids=by_id)
+            apply_incremental(session, req, resolve)
         else:
             if session_id and sessions is not None:
                 sessions.close(session_id, owner)
-            partitions = partitions_of(req)
+            partitions = partitions_of(req, resolve)
             if epoch == INITIAL_EPOCH and sessions is not None and ctx.version >= 7:
-                session = sessions.create(owner, partitions)
+                session = sessions.create(owner, partitions, uses_topic_ids=by_id)
             wanted = partitions
     except SessionError as exc:
         return {"throttle_time_ms": 0, "error_code": exc.code, "session_id": 0, "responses": []}
     incremental = session is not None and epoch > 0
     if session is not None:
         wanted = session.partitions
-    denied = {t for t, _ in wanted if not ctx.allowed_quietly(Operation.READ, ResourceType.TOPIC, t)}
+    names = {sp.name for sp in wanted.values() if sp.name is not None}
+    denied = {t for t in names if not ctx.allowed_quietly(Operation.READ, ResourceType.TOPIC, t)}
     for t in denied:
         ctx.allowed(Operation.READ, ResourceType.TOPIC, t)  # audit each denial once
     max_bytes = max(0, min(int(req["max_bytes"]), FETCH_MAX_BYTES))
@@ -78,15 +100,20 @@ async def fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000
     while True:
-        answers, total, waiters = _read(ctx, wanted, denied, max_bytes)
+        answers, total, waiters = _read(ctx, wanted, denied, max_bytes, by_id)
         remaining = deadline - loop.time()
         if total >= min_bytes or remaining <= 0 or not waiters:
             break
         await wait_on(waiters, remaining)  # woken by an append, or the deadline: read again
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for (name, index), answer in answers:
+    hints = LeaderHints(ctx) if ctx.version >= 16 else None
+    by_topic: dict[Any, list[dict[str, Any]]] = {}
+    for key, answer in answers:
+        if hints is not None and answer["error_code"] in _LEADER_HINTED:
+            asked = wanted.get(key)  # a session's, which another connection may change
+            if asked is not None and asked.name is not None:
+                answer["current_leader"] = hints.current_leader(asked.name, key[1])
         if session is not None:
-            sp = session.partitions.get((name, index))
+            sp = session.partitions.get(key)
             sent = (answer["high_watermark"], answer["last_stable_offset"],
                     answer["log_start_offset"])
             if incremental and not answer["records"] and not answer["error_code"] \
@@ -94,12 +121,29 @@ async def fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
                 continue  # nothing new: an incremental answer leaves it out
             if sp is not None:
                 sp.last_sent = sent
-        by_topic.setdefault(name, []).append(answer)
+        by_topic.setdefault(key[0], []).append(answer)
     if session is not None:
         session.epoch = 1 if epoch <= 0 else epoch + 1
-    return {"throttle_time_ms": 0, "error_code": 0,
-            "session_id": 0 if session is None else session.session_id,
-            "responses": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
+    out: dict[str, Any] = {
+        "throttle_time_ms": 0, "error_code": 0,
+        "session_id": 0 if session is None else session.session_id,
+        "responses": [{"topic_id": t, "partitions": ps} if by_id else {"topic": t, "partitions": ps}
+                      for t, ps in by_topic.items()]}
+    if hints is not None:
+        out["node_endpoints"] = hints.node_endpoints()
+    return out
+
+
+_LEADER_HINTED = (errors.NOT_LEADER_OR_FOLLOWER, errors.FENCED_LEADER_EPOCH)  # KIP-951
+
+
+def _resolver(ctx: RequestContext) -> Resolve:
+    """Topic id (16 bytes) -> the name of the topic that has it now, None for none."""
+    cache = ctx.broker.cache
+
+    def resolve(topic_id: bytes) -> str | None:
+        return None if topic_id == ZERO_UUID else cache.topic_name_of(topic_id_text(topic_id))
+    return resolve
 
 
 def _error(index: int, code: int) -> dict[str, Any]:
@@ -109,23 +153,37 @@ def _error(index: int, code: int) -> dict[str, Any]:
                                                             # (librdkafka refuses -1)
 
 
-def _read(ctx: RequestContext, wanted: dict[tuple[str, int], SessionPartition], denied: set[str],
-          max_bytes: int) -> tuple[list[tuple[tuple[str, int], dict[str, Any]]], int, list[Any]]:
+def _read(ctx: RequestContext, wanted: dict[tuple[Any, int], SessionPartition], denied: set[str],
+          max_bytes: int, by_id: bool
+          ) -> tuple[list[tuple[tuple[Any, int], dict[str, Any]]], int, list[Any]]:
     """One pass over the partitions: (answers, bytes in them, wake-ups to wait on)."""
     broker = ctx.broker
     replicas = broker.replica_manager
     zero_copy = ctx.session.zero_copy
-    answers: list[tuple[tuple[str, int], dict[str, Any]]] = []
+    answers: list[tuple[tuple[Any, int], dict[str, Any]]] = []
     waiters = []
     total = 0
+    ids: dict[str, bytes] = {}  # v13+: each topic's id now, by name
     for key, part in wanted.items():
-        name, index = key
+        index = key[1]
+        name = part.name
+        if name is None:  # v13+: an id no topic has
+            answers.append((key, _error(index, errors.UNKNOWN_TOPIC_ID)))
+            continue
         if name in denied:
             answers.append((key, _error(index, errors.TOPIC_AUTHORIZATION_FAILED)))
             continue
         tp = TopicPartition(name, index)
         try:
             broker.cache.existing_partition(name, index)
+            if by_id:
+                current = ids.get(name)
+                if current is None:
+                    current = ids[name] = topic_id_bytes(
+                        broker.cache.topics[name].assignment.topic_id)
+                if current != part.topic_id:  # the name was recreated: another topic
+                    answers.append((key, _error(index, errors.INCONSISTENT_TOPIC_ID)))
+                    continue
             p = errors.led_here(replicas, tp)
             epoch = part.current_leader_epoch
             if epoch >= 0:

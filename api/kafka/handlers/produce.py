@@ -6,7 +6,12 @@ framing, offsets), then appends them as they are: offsets and the leader epoch a
 stamped in place, idempotent batches are checked against the partition's producer
 state (a repeat of one of the last five is answered with its original offset). A
 partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER: the client asks
-Metadata again and goes to the leader (the Kafka door never forwards).
+Metadata again and goes to the leader (the Kafka door never forwards). From v10
+(KIP-951) that answer carries the partition's CurrentLeader (id and epoch from this
+broker's metadata) and the answer's NodeEndpoints the leader's endpoint on this
+request's listener, so the client can go there without the Metadata round trip. v11
+(KIP-890 part 2) only lets a broker answer TRANSACTION_ABORTABLE to a transactional
+producer; franz refuses transactional batches at every version (INVALID_REQUEST).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 from api.kafka import errors
 from api.kafka.apis import api
 from api.kafka.context import ConnectionClosed, RequestContext
+from api.kafka.handlers.cluster import LeaderHints
 from core.broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from core.broker.types import TopicPartition, is_internal_topic
 from core.errors import FranzError
@@ -48,13 +54,13 @@ def _transactional(data: memoryview) -> bool:
     return False
 
 
-@api("Produce", 3, 9)
+@api("Produce", 3, 11)
 async def produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any] | None:
     acks = req["acks"]
     timeout_ms = max(0, min(int(req["timeout_ms"]), _MAX_TIMEOUT_MS))
     replicas = ctx.broker.replica_manager
     answers: list[tuple[str, list[dict[str, Any]]]] = []
-    pending: list[tuple[dict[str, Any], asyncio.Future[Any]]] = []
+    pending: list[tuple[str, dict[str, Any], asyncio.Future[Any]]] = []
     failed = False
 
     for topic in req["topic_data"]:
@@ -83,15 +89,18 @@ async def produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any] | 
                 continue
             answer = _partition_answer(index, 0)
             out.append(answer)
-            pending.append((answer, asyncio.ensure_future(_append(
+            pending.append((name, answer, asyncio.ensure_future(_append(
                 ctx, replicas, TopicPartition(name, index), records, acks, timeout_ms))))
 
-    for answer, fut in pending:
+    hints = LeaderHints(ctx) if ctx.version >= 10 else None
+    for name, answer, fut in pending:
         try:
             info = await fut
         except FranzError as exc:
-            answer["error_code"] = errors.code_of(exc)
+            answer["error_code"] = code = errors.code_of(exc)
             answer["error_message"] = errors.message_of(exc)
+            if hints is not None and code == errors.NOT_LEADER_OR_FOLLOWER:
+                answer["current_leader"] = hints.current_leader(name, answer["index"])
             failed = True
             continue
         except Exception as exc:  # noqa: BLE001 - one partition's bug is its own answer
@@ -105,8 +114,11 @@ async def produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any] | 
         if failed:
             raise ConnectionClosed  # Kafka's way of telling an acks=0 producer
         return None
-    return {"throttle_time_ms": 0, "responses": [
+    response: dict[str, Any] = {"throttle_time_ms": 0, "responses": [
         {"name": name, "partition_responses": out} for name, out in answers]}
+    if hints is not None:
+        response["node_endpoints"] = hints.node_endpoints()
+    return response
 
 
 async def _append(ctx: RequestContext, replicas: Any, tp: TopicPartition, records: memoryview,

@@ -30,9 +30,19 @@ class MetadataCache:
     topics: dict[str, TopicMetadata] = field(default_factory=dict)
     brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     controller_id: int | None = None
+    # topic id (as the store holds it: URL-safe base64 of 16 bytes) -> name, kept by
+    # put_topic / remove_topic: Kafka's Fetch v13+ names topics by id
+    names_by_id: dict[str, str] = field(default_factory=dict)
 
     def topic(self, name: str) -> TopicMetadata | None:
         return self.topics.get(name)
+
+    def topic_name_of(self, topic_id: str) -> str | None:
+        """The name of the topic whose id is ``topic_id`` now; None when no topic has
+        it (never created, deleted, or the name recreated with another id)."""
+        name = self.names_by_id.get(topic_id) if topic_id else None
+        meta = None if name is None else self.topics.get(name)
+        return name if meta is not None and meta.assignment.topic_id == topic_id else None
 
     def existing_topic(self, name: str) -> TopicMetadata:
         """The topic's metadata; UnknownTopicError when there is no such topic."""
@@ -57,10 +67,17 @@ class MetadataCache:
         return hosted
 
     def put_topic(self, name: str, meta: TopicMetadata) -> None:
+        self._forget_id(self.topics.get(name), name)
         self.topics[name] = meta
+        if meta.assignment.topic_id:
+            self.names_by_id[meta.assignment.topic_id] = name
 
     def remove_topic(self, name: str) -> None:
-        self.topics.pop(name, None)
+        self._forget_id(self.topics.pop(name, None), name)
+
+    def _forget_id(self, old: TopicMetadata | None, name: str) -> None:
+        if old is not None and self.names_by_id.get(old.assignment.topic_id) == name:
+            del self.names_by_id[old.assignment.topic_id]
 
     def set_brokers(self, regs: Mapping[int, BrokerRegistration]) -> None:
         self.brokers = dict(regs)
