@@ -48,6 +48,7 @@ AUDITED = "franz.audited"  # set by a route whose outcome goes to the audit log
 REALM = 'Basic realm="franz"'
 MAX_AUTHORIZATION_BYTES = 4096
 _UNMAPPED = "No principal mapping rule matches the client certificate."
+_UNREADABLE = "The client certificate's subject is not readable."
 
 
 class AuthenticationMiddleware:
@@ -67,6 +68,13 @@ class AuthenticationMiddleware:
         principal: Principal | None = None
         tls = (scope.get("extensions") or {}).get("tls")
         subject = tls.get("client_cert_name") if tls else None
+        if tls and tls.get("client_cert_error"):
+            # verified by OpenSSL yet unreadable here: refused and audited, as the
+            # Kafka door refuses it (never Basic or ANONYMOUS, which ACLs may let in)
+            audit("authentication", principal="", host=host, result="failure",
+                  mechanism="SSL", reason=_UNREADABLE)
+            await _refuse(scope, send, _UNREADABLE)
+            return
         if subject:
             principal = security.certificate_principal(subject)
             if principal is None:
