@@ -49,12 +49,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _zoo_cfg(data_dir: Path, port: int) -> str:
+def _zoo_cfg(data_dir: Path, port: int, host: str = "127.0.0.1") -> str:
     return "\n".join([
         "tickTime=500",  # sessions may last 1 s (2 ticks) to 10 s (20 ticks)
         f"dataDir={data_dir}",
         f"clientPort={port}",
-        "clientPortAddress=127.0.0.1",
+        f"clientPortAddress={host}",
         "admin.enableServer=false",
         "4lw.commands.whitelist=ruok,stat",
         "",
@@ -133,7 +133,9 @@ def wait_until(cond: Callable[[], Any], timeout_s: float, what: str, *, every_s:
 @dataclass
 class BrokerProcess:
     """One ``franz broker`` process; ``start()`` again after ``kill()`` restarts it on the
-    same port and data dir (its log file is appended to)."""
+    same port and data dir (its log file is appended to). ``host`` is the address it
+    listens on and advertises; ``command_prefix`` runs it under another command (such as
+    ``ip netns exec <ns>``, which replaces itself with the broker)."""
 
     broker_id: int
     port: int
@@ -142,18 +144,21 @@ class BrokerProcess:
     log_path: Path
     overrides: list[str] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
+    host: str = "127.0.0.1"
+    command_prefix: list[str] = field(default_factory=list)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, *, ready_timeout_s: float = 40.0) -> None:
-        cmd = [sys.executable, "-m", "app.cli", "broker", "--broker-id", str(self.broker_id),
-               "--zookeeper", self.zk, "--host", "127.0.0.1", "--port", str(self.port),
+        cmd = [*self.command_prefix, sys.executable, "-m", "app.cli", "broker",
+               "--broker-id", str(self.broker_id),
+               "--zookeeper", self.zk, "--host", self.host, "--port", str(self.port),
                "--data-dir", str(self.data_dir)]
         for o in self.overrides:
             cmd += ["--override", o]
