@@ -1,0 +1,166 @@
+"""NETWORK FAULTS, CHECKED: a three-broker franz cluster and ZooKeeper, each in a network
+namespace of its own (tests/jepsen/, docs/fault-testing.md), the queue workload from
+the clients' namespace, faults made with nftables, the history checked at the end.
+
+Each scenario runs on a topic of its own (1 partition, RF=3, min.insync.replicas=2,
+acks=all, half the producers with an Idempotency-Key): work before the fault, the
+fault held past the ZooKeeper session timeout and the ISR lag, heal, a bounded wait
+until every broker serves a produce again (measured), work after, then the partition is
+read whole through every broker. Expected: 0 lost, 0 duplicated, 0 inconsistent.
+
+A fixed seed; ``FRANZ_JEPSEN_SEED`` overrides it. Needs root, ip, nft and Debian's
+zookeeper; skips saying which is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster.conftest import JARS
+
+from .checker import History, check
+from .cluster import LAG_MS, SESSION_MS, NetCluster, hosts
+from .conftest import network
+from .workload import Queue
+
+pytestmark = [pytest.mark.jepsen, pytest.mark.timeout(600)]
+
+SEED = int(os.environ.get("FRANZ_JEPSEN_SEED") or 20261202)
+BEFORE_S = 4.0
+FAULT_S = SESSION_MS / 1000 + LAG_MS / 1000 + 6.0  # past the session and the ISR lag
+AFTER_S = 3.0
+SERVE_BUDGET_S = SESSION_MS / 1000 + 30.0  # the session timeout plus a generous election
+MAX_OPS = 400  # sends per producer per phase, a bound beside the time
+RESULTS: list[dict[str, Any]] = []
+
+
+@pytest.fixture(scope="module")
+def cluster(need_netns: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetCluster]:
+    if shutil.which("java") is None or not any(JARS.glob("zookeeper*.jar")):
+        pytest.skip("needs java and Debian's zookeeper package (apt-get install -y zookeeper)")
+    root = tmp_path_factory.mktemp("jepsen")
+    with network(hosts(3)) as net:
+        c = NetCluster(net, root)
+        try:
+            c.start()
+            yield c
+        finally:
+            c.close()
+    if RESULTS:
+        print("\n" + "\n".join(json.dumps(r) for r in RESULTS))
+
+
+def test_cluster_in_namespaces_produces_and_reads_back(cluster: NetCluster) -> None:
+    """Every broker on its own address; a produce from the clients' host through each
+    broker, read back through each."""
+    cluster.create_topic("jepsen-smoke", 1, 3, {"min.insync.replicas": "2"})
+    cluster.wait_whole("jepsen-smoke", 1, 60)
+    h = History()
+    q = Queue(cluster, "jepsen-smoke", 1, h, time.monotonic(), SEED)
+    took = q.wait_serving(30)
+    reads = q.final_reads()
+    a = check(h)
+    assert a.valid, a.summary()
+    assert a.counts["ok"] >= 3 and all(len(r.records) == a.counts["ok"] for r in reads)
+    addrs = {b["broker_id"]: b["host"] for b in cluster.get(
+        cluster.brokers[0], cluster.v3("brokers")).json()["data"]}
+    assert addrs == {b.broker_id: cluster.net.ip(b.hostname) for b in cluster.brokers}
+    assert took < 30
+
+
+def _leader(cluster: NetCluster, topic: str) -> tuple[int, list[int]]:
+    st = cluster.state(topic, 0)
+    return int(st["leader"]), [int(x) for x in st["isr"] if int(x) != int(st["leader"])]
+
+
+def _scenario(cluster: NetCluster, tmp_path: Path, name: str,
+              fault: Callable[[NetCluster, str], dict[str, Any]]) -> dict[str, Any]:
+    topic = f"jepsen-{name}"
+    cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    cluster.wait_whole(topic, 1, 60)
+    h = History()
+    t0 = time.monotonic()
+    q = Queue(cluster, topic, 1, h, t0, SEED)
+    q.start(max_ops=MAX_OPS, seconds=BEFORE_S + FAULT_S + 30)
+    time.sleep(BEFORE_S)
+    leader_before = cluster.state(topic, 0)
+    fault_start = q.now()
+    info = fault(cluster, topic)
+    time.sleep(FAULT_S)
+    during = {"zk_state_at_heal": cluster.state(topic, 0)}
+    cluster.net.heal()
+    healed_at = q.now()
+    try:
+        serving_s = q.wait_serving(SERVE_BUDGET_S)
+    finally:
+        time.sleep(AFTER_S)
+        q.stop()
+    whole_s = cluster.wait_whole(topic, 1, 60)
+    q.final_reads()
+    h.write(tmp_path / f"{name}-history.jsonl")
+    a = check(h)
+    in_fault = [o for o in h.ops if o.f == "send" and o.type == "ok" and o.complete is not None
+                and fault_start <= o.complete <= healed_at]
+    result = {"scenario": name, "seed": SEED, "fault": info, "fault_s": round(healed_at - fault_start, 1),
+              "leader_before": leader_before, **during,
+              "serving_after_heal_s": round(serving_s, 2),
+              "whole_after_heal_s": round(serving_s + whole_s, 2),
+              "acked_during_fault": len(in_fault),
+              "acked_during_fault_via": dict(Counter(o.via for o in in_fault)),
+              "counts": a.counts, "ops": dict(q.counts)}
+    RESULTS.append(result)
+    print(json.dumps(result))
+    assert a.valid, f"{name}: {a.summary()}\nhistory: {tmp_path / f'{name}-history.jsonl'}"
+    assert a.counts["ok"] > 0
+    return result
+
+
+def leader_cut_from_zk_and_followers(cluster: NetCluster, topic: str) -> dict[str, Any]:
+    """Kafka 0.8's Jepsen scenario: the leader loses ZooKeeper and its followers, the
+    clients still reach it (and the followers, which reach ZooKeeper)."""
+    leader, followers = _leader(cluster, topic)
+    cut = ["zk", *[f"n{f}" for f in followers]]
+    cluster.net.partition(f"n{leader}", cut)
+    return {"kind": "leader-cut-from-zk-and-followers", "leader": leader, "cut_from": cut,
+            "controller": cluster.controller()}
+
+
+def follower_isolated(cluster: NetCluster, topic: str) -> dict[str, Any]:
+    """One follower cut from every host (ZooKeeper, brokers, clients, control)."""
+    leader, followers = _leader(cluster, topic)
+    f = followers[0]
+    cluster.net.isolate(f"n{f}", keep=())
+    return {"kind": "follower-isolated", "leader": leader, "follower": f,
+            "controller": cluster.controller()}
+
+
+LOSS_PERCENT = 40
+
+
+def leader_to_followers_loss(cluster: NetCluster, topic: str) -> dict[str, Any]:
+    """One-way loss: 40 % of the packets from the leader to its followers dropped (the
+    followers' packets to it all arrive)."""
+    leader, followers = _leader(cluster, topic)
+    cluster.net.drop(f"n{leader}", [f"n{f}" for f in followers], percent=LOSS_PERCENT)
+    return {"kind": "one-way-loss-leader-to-followers", "percent": LOSS_PERCENT,
+            "leader": leader, "followers": followers, "controller": cluster.controller()}
+
+
+def test_leader_cut_from_zookeeper_and_followers(cluster: NetCluster, tmp_path: Path) -> None:
+    _scenario(cluster, tmp_path, "leader-cut", leader_cut_from_zk_and_followers)
+
+
+def test_one_follower_cleanly_partitioned(cluster: NetCluster, tmp_path: Path) -> None:
+    _scenario(cluster, tmp_path, "follower-cut", follower_isolated)
+
+
+def test_one_way_loss_from_leader_to_followers(cluster: NetCluster, tmp_path: Path) -> None:
+    _scenario(cluster, tmp_path, "one-way-loss", leader_to_followers_loss)
