@@ -32,7 +32,13 @@ from .checker import History, Op
 from .cluster import NetCluster
 
 JSON_V2 = "application/vnd.kafka.json.v2+json"
-CLIENT_TIMEOUT_S = 10.0  # above the brokers' request.timeout.ms (8 s): their answer comes first
+# Below the brokers' request.timeout.ms (8 s), as an impatient client: a request stuck on
+# a host that was cut off (its pooled connection silent) costs 4 s, not the whole fault;
+# an answer that comes later is ``info`` (and, with an Idempotency-Key, retried).
+CLIENT_TIMEOUT_S = 4.0
+CONNECT_TIMEOUT_S = 1.5  # a host cut off costs a producer this long (nothing sent: ``fail``)
+TIMEOUT = httpx.Timeout(CLIENT_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+SHUN_S = 3.0  # a broker that did not answer is left out by that producer this long
 KEYED_BUDGET_S = 20.0  # an Idempotency-Key send is retried this long, then left ``info``
 MAX_READ_REQUESTS = 2000  # per whole-partition read
 
@@ -66,7 +72,7 @@ class Queue:
     history: History
     t0: float
     seed: int
-    producers: int = 4
+    producers: int = 8
     keyed_every: int = 2  # producers 0, 2, ... send with an Idempotency-Key
     pause_s: float = 0.02
     values: itertools.count = field(default_factory=lambda: itertools.count(1))
@@ -113,19 +119,28 @@ class Queue:
         self.cluster.net.enter("client")  # this thread, and its sockets, in the client host
         rng = random.Random(self.seed * 1000 + i)
         keyed = i % self.keyed_every == 0
-        with httpx.Client(timeout=CLIENT_TIMEOUT_S) as http:
+        shunned: dict[int, float] = {}
+        with httpx.Client(timeout=TIMEOUT) as http:
             for _ in range(max_ops):
                 if self._stop.is_set() or time.monotonic() > deadline:
                     return
                 with self._lock:
                     value = next(self.values)
-                self._add(self.send(http, rng, i, value, keyed))
+                self._add(self.send(http, rng, i, value, keyed, shunned))
                 time.sleep(self.pause_s)
 
+    def _pick(self, rng: random.Random, shunned: dict[int, float]) -> Any:
+        """A random broker, leaving out for ``SHUN_S`` one that did not answer (as a
+        client that refreshes its metadata would), unless all are left out."""
+        now = time.monotonic()
+        ok = [b for b in self.cluster.brokers if shunned.get(b.broker_id, 0) <= now]
+        pool = ok or self.cluster.brokers
+        return pool[rng.randrange(len(pool))]
+
     def send(self, http: httpx.Client, rng: random.Random, process: int, value: int,
-             keyed: bool) -> Op:
+             keyed: bool, shunned: dict[int, float]) -> Op:
         p = value % self.partitions
-        b = self.cluster.brokers[rng.randrange(len(self.cluster.brokers))]
+        b = self._pick(rng, shunned)
         op = Op(process=process, f="send", value=value, invoke=self.now(), partition=p,
                 via=b.hostname, idempotent=keyed, attempts=0)
         body = {"records": [{"value": value}]}
@@ -136,6 +151,7 @@ class Queue:
         outcomes = []
         while True:
             op.attempts += 1
+            op.via = b.hostname  # the broker of the last attempt: the one that answered
             resp, exc = None, None
             try:
                 resp = http.post(f"{b.url}/topics/{self.topic}/partitions/{p}?acks=all",
@@ -148,11 +164,13 @@ class Queue:
                 op.type, op.offset = "ok", offset
                 break
             op.error = error
+            if typ == "fail" or error.endswith("Timeout") or " 50003" in error:
+                shunned[b.broker_id] = time.monotonic() + SHUN_S
             if not keyed or time.monotonic() > give_up or self._stop.is_set():
                 op.type = "fail" if all(t == "fail" for t in outcomes) else "info"
                 break
             time.sleep(0.2)  # same key, same body, maybe another broker
-            b = self.cluster.brokers[rng.randrange(len(self.cluster.brokers))]
+            b = self._pick(rng, shunned)
         op.complete = self.now()
         return op
 
@@ -161,7 +179,7 @@ class Queue:
     def _reader(self, every_s: float, deadline: float) -> None:
         self.cluster.net.enter("client")
         rng = random.Random(self.seed * 1000 + 999)
-        with httpx.Client(timeout=CLIENT_TIMEOUT_S) as http:
+        with httpx.Client(timeout=TIMEOUT) as http:
             while not self._stop.wait(every_s) and time.monotonic() < deadline:
                 b = self.cluster.brokers[rng.randrange(len(self.cluster.brokers))]
                 for p in range(self.partitions):
@@ -216,7 +234,7 @@ class Queue:
         broker (from ``client``; the values are part of the history)."""
         started = time.monotonic()
         pending = {(b.broker_id, p) for b in self.cluster.brokers for p in range(self.partitions)}
-        with self.cluster.net.inside("client"), httpx.Client(timeout=CLIENT_TIMEOUT_S) as http:
+        with self.cluster.net.inside("client"), httpx.Client(timeout=TIMEOUT) as http:
             while pending:
                 if time.monotonic() - started > budget_s:
                     raise AssertionError(f"not serving {budget_s:.0f} s after the heal: "
