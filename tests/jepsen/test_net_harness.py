@@ -60,6 +60,11 @@ def test_leftovers_of_a_killed_run_are_removed(need_netns: None) -> None:
     subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
     sleeper = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "60"])
     try:
+        deadline = time.monotonic() + 10
+        while str(sleeper.pid) not in subprocess.run(["ip", "netns", "pids", ns],
+                                                     capture_output=True, text=True).stdout:
+            assert time.monotonic() < deadline, "the sleeper never entered its namespace"
+            time.sleep(0.05)
         removed = cleanup_leftovers()
         assert ns in removed and bridge in removed
         assert ns not in netns_names()
