@@ -142,6 +142,25 @@ def follower_isolated(cluster: NetCluster, topic: str) -> dict[str, Any]:
             "controller": cluster.controller()}
 
 
+def leader_cut_from_followers(cluster: NetCluster, topic: str) -> dict[str, Any]:
+    """The leader loses its followers only: it keeps ZooKeeper (so it stays leader) and
+    the clients. The ISR shrinks to the leader alone, below min.insync.replicas=2: it
+    must refuse acks=all writes, not acknowledge them alone (Kafka 0.8's loss)."""
+    leader, followers = _leader(cluster, topic)
+    cluster.net.partition(f"n{leader}", [f"n{f}" for f in followers])
+    return {"kind": "leader-cut-from-followers", "leader": leader, "followers": followers,
+            "controller": cluster.controller()}
+
+
+def leader_cut_from_zk(cluster: NetCluster, topic: str) -> dict[str, Any]:
+    """The leader loses ZooKeeper only: its session expires and a follower is elected,
+    while the old leader still reaches its followers and the clients."""
+    leader, followers = _leader(cluster, topic)
+    cluster.net.partition(f"n{leader}", ["zk"])
+    return {"kind": "leader-cut-from-zk", "leader": leader, "followers": followers,
+            "controller": cluster.controller()}
+
+
 LOSS_PERCENT = 40
 
 
@@ -156,6 +175,16 @@ def leader_to_followers_loss(cluster: NetCluster, topic: str) -> dict[str, Any]:
 
 def test_leader_cut_from_zookeeper_and_followers(cluster: NetCluster, tmp_path: Path) -> None:
     _scenario(cluster, tmp_path, "leader-cut", leader_cut_from_zk_and_followers)
+
+
+def test_leader_cut_from_its_followers_only(cluster: NetCluster, tmp_path: Path) -> None:
+    r = _scenario(cluster, tmp_path, "leader-followers-cut", leader_cut_from_followers)
+    assert r["zk_state_at_heal"]["leader"] == r["fault"]["leader"]  # it kept its session
+
+
+def test_leader_cut_from_zookeeper_only(cluster: NetCluster, tmp_path: Path) -> None:
+    r = _scenario(cluster, tmp_path, "leader-zk-cut", leader_cut_from_zk)
+    assert r["zk_state_at_heal"]["leader"] != r["fault"]["leader"]  # a follower took over
 
 
 def test_one_follower_cleanly_partitioned(cluster: NetCluster, tmp_path: Path) -> None:
