@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import time
 from collections import Counter
@@ -38,7 +39,7 @@ BEFORE_S = 4.0
 FAULT_S = SESSION_MS / 1000 + LAG_MS / 1000 + 6.0  # past the session and the ISR lag
 AFTER_S = 3.0
 SERVE_BUDGET_S = SESSION_MS / 1000 + 30.0  # the session timeout plus a generous election
-MAX_OPS = 400  # sends per producer per phase, a bound beside the time
+MAX_OPS = 2000  # sends per producer per scenario, a bound beside the time
 RESULTS: list[dict[str, Any]] = []
 
 
@@ -77,24 +78,33 @@ def test_cluster_in_namespaces_produces_and_reads_back(cluster: NetCluster) -> N
 
 
 def _leader(cluster: NetCluster, topic: str) -> tuple[int, list[int]]:
+    """The partition's leader and the other replicas in its ISR (while a fault has left
+    it without a leader: broker 0 and the others)."""
     st = cluster.state(topic, 0)
-    return int(st["leader"]), [int(x) for x in st["isr"] if int(x) != int(st["leader"])]
+    leader = int(st["leader"])
+    if leader < 0:
+        return 0, [1, 2]
+    followers = [int(x) for x in st["isr"] if int(x) != leader]
+    return leader, followers or [b for b in range(3) if b != leader]
 
 
 def _scenario(cluster: NetCluster, tmp_path: Path, name: str,
-              fault: Callable[[NetCluster, str], dict[str, Any]]) -> dict[str, Any]:
+              fault: Callable[[NetCluster, str], dict[str, Any]], *,
+              hold_s: float = FAULT_S, fault_budget_s: float = FAULT_S) -> dict[str, Any]:
+    """The workload, ``fault`` (which may hold faults of its own for up to
+    ``fault_budget_s``) held ``hold_s`` more, heal, serving again, the check."""
     topic = f"jepsen-{name}"
     cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
     cluster.wait_whole(topic, 1, 60)
     h = History()
     t0 = time.monotonic()
     q = Queue(cluster, topic, 1, h, t0, SEED)
-    q.start(max_ops=MAX_OPS, seconds=BEFORE_S + FAULT_S + 30)
+    q.start(max_ops=MAX_OPS, seconds=BEFORE_S + fault_budget_s + 30)
     time.sleep(BEFORE_S)
     leader_before = cluster.state(topic, 0)
     fault_start = q.now()
     info = fault(cluster, topic)
-    time.sleep(FAULT_S)
+    time.sleep(hold_s)
     during = {"zk_state_at_heal": cluster.state(topic, 0)}
     cluster.net.heal()
     healed_at = q.now()
@@ -193,3 +203,43 @@ def test_one_follower_cleanly_partitioned(cluster: NetCluster, tmp_path: Path) -
 
 def test_one_way_loss_from_leader_to_followers(cluster: NetCluster, tmp_path: Path) -> None:
     _scenario(cluster, tmp_path, "one-way-loss", leader_to_followers_loss)
+
+
+FAULTS: dict[str, Callable[[NetCluster, str], dict[str, Any]]] = {
+    "leader-cut-from-zk-and-followers": leader_cut_from_zk_and_followers,
+    "leader-cut-from-followers": leader_cut_from_followers,
+    "leader-cut-from-zk": leader_cut_from_zk,
+    "follower-isolated": follower_isolated,
+    "one-way-loss-leader-to-followers": leader_to_followers_loss,
+}
+MIXED_FAULTS = 5
+MIXED_HOLD_S = (5.0, 9.0)  # each fault held this long (seeded)
+MIXED_GAP_S = (1.0, 4.0)  # healed this long before the next (the cluster may not be whole)
+
+
+def test_faults_mixed_over_time(cluster: NetCluster, tmp_path: Path) -> None:
+    """The five fault kinds in a seeded order, each held 5-9 s, with 1-4 s of heal between them
+    (not waiting for the cluster to be whole): each picks its victims from ZooKeeper's
+    state at that moment."""
+    rng = random.Random(SEED)
+    budget = MIXED_FAULTS * (MIXED_HOLD_S[1] + MIXED_GAP_S[1])
+
+    def schedule(c: NetCluster, topic: str) -> dict[str, Any]:
+        done = []
+        kinds = sorted(FAULTS)
+        rng.shuffle(kinds)  # every kind once, in a seeded order
+        for i, kind in enumerate(kinds[:MIXED_FAULTS]):
+            info = FAULTS[kind](c, topic)
+            hold = rng.uniform(*MIXED_HOLD_S)
+            time.sleep(hold)
+            info["hold_s"] = round(hold, 1)
+            if i < MIXED_FAULTS - 1:  # the last one is healed by the scenario
+                c.net.heal()
+                gap = rng.uniform(*MIXED_GAP_S)
+                time.sleep(gap)
+                info["healed_s"] = round(gap, 1)
+            done.append(info)
+        return {"kind": "mixed", "faults": done}
+
+    r = _scenario(cluster, tmp_path, "mixed", schedule, hold_s=0.0, fault_budget_s=budget)
+    assert len(r["fault"]["faults"]) == MIXED_FAULTS
