@@ -119,11 +119,16 @@ def _scenario(cluster: NetCluster, tmp_path: Path, name: str,
     a = check(h)
     in_fault = [o for o in h.ops if o.f == "send" and o.type == "ok" and o.complete is not None
                 and fault_start <= o.complete <= healed_at]
+    acks = sorted(o.complete for o in h.ops if o.f == "send" and o.type == "ok"
+                  and o.complete is not None and o.complete >= fault_start)
+    gaps = [b - a for a, b in zip([fault_start, *acks], acks, strict=False)]
     result = {"scenario": name, "seed": SEED, "fault": info, "fault_s": round(healed_at - fault_start, 1),
               "leader_before": leader_before, **during,
               "serving_after_heal_s": round(serving_s, 2),
               "whole_after_heal_s": round(serving_s + whole_s, 2),
               "acked_during_fault": len(in_fault),
+              # the longest time without an acknowledgement from the fault on: failover
+              "longest_ack_gap_s": round(max(gaps, default=0.0), 2),
               "acked_during_fault_via": dict(Counter(o.via for o in in_fault)),
               "counts": a.counts, "ops": dict(q.counts)}
     RESULTS.append(result)
