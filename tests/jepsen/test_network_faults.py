@@ -39,7 +39,8 @@ BEFORE_S = 4.0
 FAULT_S = SESSION_MS / 1000 + LAG_MS / 1000 + 6.0  # past the session and the ISR lag
 AFTER_S = 3.0
 SERVE_BUDGET_S = SESSION_MS / 1000 + 30.0  # the session timeout plus a generous election
-MAX_OPS = 2000  # sends per producer per scenario, a bound beside the time
+MAX_OPS = 2000 * int(os.environ.get("FRANZ_JEPSEN_ROUNDS") or 1)  # sends per producer per
+# scenario, a bound beside the time
 RESULTS: list[dict[str, Any]] = []
 
 
@@ -217,13 +218,16 @@ FAULTS: dict[str, Callable[[NetCluster, str], dict[str, Any]]] = {
     "follower-isolated": follower_isolated,
     "one-way-loss-leader-to-followers": leader_to_followers_loss,
 }
-MIXED_FAULTS = 5
+MIXED_ROUNDS = int(os.environ.get("FRANZ_JEPSEN_ROUNDS") or 1)  # rounds of every kind once
+MIXED_FAULTS = 5 * MIXED_ROUNDS
 MIXED_HOLD_S = (5.0, 9.0)  # each fault held this long (seeded)
 MIXED_GAP_S = (1.0, 4.0)  # healed this long before the next (the cluster may not be whole)
 
 
+@pytest.mark.timeout(300 + 120 * MIXED_ROUNDS)
 def test_faults_mixed_over_time(cluster: NetCluster, tmp_path: Path) -> None:
-    """The five fault kinds in a seeded order, each held 5-9 s, with 1-4 s of heal between them
+    """The five fault kinds in a seeded order (``FRANZ_JEPSEN_ROUNDS`` rounds of them,
+    default 1), each held 5-9 s, with 1-4 s of heal between them
     (not waiting for the cluster to be whole): each picks its victims from ZooKeeper's
     state at that moment."""
     rng = random.Random(SEED)
@@ -231,8 +235,11 @@ def test_faults_mixed_over_time(cluster: NetCluster, tmp_path: Path) -> None:
 
     def schedule(c: NetCluster, topic: str) -> dict[str, Any]:
         done = []
-        kinds = sorted(FAULTS)
-        rng.shuffle(kinds)  # every kind once, in a seeded order
+        kinds: list[str] = []
+        for _ in range(MIXED_ROUNDS):  # each round: every kind once, in a seeded order
+            one = sorted(FAULTS)
+            rng.shuffle(one)
+            kinds += one
         for i, kind in enumerate(kinds[:MIXED_FAULTS]):
             info = FAULTS[kind](c, topic)
             hold = rng.uniform(*MIXED_HOLD_S)
