@@ -30,6 +30,11 @@ from core.storage.batch_codec import RecordTuple as RecordTuple  # re-exported
 from core.storage.errors import CorruptRecordError
 from core.storage.pure_codec import PurePythonCodec
 
+try:  # a bytearray whose pages are untouched until written (core.storage.native.new_buffer)
+    from core.storage._native import new_buffer as _new_buffer
+except ImportError:  # built without a C compiler: zeros
+    _new_buffer = bytearray
+
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 CODEC_IDS = {name: cid for cid, name in CODEC_NAMES.items()} | {"uncompressed": NONE}
@@ -103,9 +108,7 @@ def _decompress_bounded(codec: int, data: bytes | bytearray | memoryview,
     if codec == SNAPPY:
         return _snappy_decompress(bytes(data), max_size=max_size)
     if codec in (LZ4, ZSTD):
-        from core.storage.native import new_buffer  # native imports this module
-
-        out = new_buffer(max_size + 1)  # pages become memory only as they are written
+        out = _new_buffer(max_size + 1)  # pages become memory only as they are written
         lib = cramjam.lz4 if codec == LZ4 else cramjam.zstd
         n = lib.decompress_into(bytes(data), out)
         if n > max_size:
