@@ -738,9 +738,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "api._render",
-    "The per-record loops of the REST API's hot paths, in C (see api.native_render).", -1,
-    methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "api._render",
+    .m_doc = "The per-record loops of the REST API's hot paths, in C (see api.native_render).",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC PyInit__render(void) {

@@ -22,7 +22,7 @@
 
 /* record_sizes(records, count) -> list[int]: s[i] = key + value bytes of the first i
  * records (count + 1 items; a null counts 0). Headers are skipped, not parsed. */
-static PyObject *record_sizes(PyObject *self, PyObject *args) {
+static PyObject *record_sizes(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer records;
     Py_ssize_t count;
     if (!PyArg_ParseTuple(args, "y*n", &records, &count)) return NULL;
@@ -99,7 +99,7 @@ static int valid_utf8(const unsigned char *p, int64_t n) {
     return 1;
 }
 
-static PyObject *check_records(PyObject *self, PyObject *args) {
+static PyObject *check_records(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer records;
     Py_ssize_t count;
     int keys_required;
@@ -858,7 +858,7 @@ static PyObject *start_sync_thread(PyObject *self, PyObject *args) {
  * zeros, making every page of a large buffer resident before anything is received into
  * it; these pages stay untouched until written (received into), so a connection's
  * buffer for a frame holds the memory of the bytes that really arrived. */
-static PyObject *new_buffer(PyObject *self, PyObject *args) {
+static PyObject *new_buffer(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_ssize_t n;
     if (!PyArg_ParseTuple(args, "n", &n)) return NULL;
     if (n < 0) {
@@ -906,8 +906,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "core.storage._native",
-    "Per-record loops of Kafka's record format, in C (see core.storage.native).", -1, methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "core.storage._native",
+    .m_doc = "Per-record loops of Kafka's record format, in C (see core.storage.native).",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
