@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from typing import overload
 
 import cramjam
 from crc32c import crc32c as _crc32c
@@ -65,6 +66,12 @@ def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
     raise CorruptRecordError(f"unknown compression codec id {codec}")
 
 
+@overload
+def decompress(codec: int, data: bytes | bytearray | memoryview, *,
+               max_size: None = None) -> bytes: ...
+@overload
+def decompress(codec: int, data: bytes | bytearray | memoryview, *,
+               max_size: int | None) -> bytes | memoryview: ...
 def decompress(codec: int, data: bytes | bytearray | memoryview, *,
                max_size: int | None = None) -> bytes | memoryview:
     """The decompressed bytes. With ``max_size`` (data from outside this process: a
@@ -108,12 +115,12 @@ def _decompress_bounded(codec: int, data: bytes | bytearray | memoryview,
     if codec == SNAPPY:
         return _snappy_decompress(bytes(data), max_size=max_size)
     if codec in (LZ4, ZSTD):
-        out = _new_buffer(max_size + 1)  # pages become memory only as they are written
+        buf = _new_buffer(max_size + 1)  # pages become memory only as they are written
         lib = cramjam.lz4 if codec == LZ4 else cramjam.zstd
-        n = lib.decompress_into(bytes(data), out)
+        n = lib.decompress_into(bytes(data), buf)
         if n > max_size:
             raise too_large
-        return memoryview(out)[:n]
+        return memoryview(buf)[:n]
     raise CorruptRecordError(f"unknown compression codec id {codec}")
 
 

@@ -250,6 +250,8 @@ def allowed_values(key: ConfigKey) -> str | None:
     """What ``key`` takes, for messages: ``[min, max]`` of a number (its type's bounds
     where Kafka sets none), the list of a choice; None for other keys."""
     if key.type in (ConfigType.INT, ConfigType.LONG, ConfigType.DOUBLE):
+        low: float | None
+        high: float | None
         low, high = {ConfigType.INT: _INT_RANGE, ConfigType.LONG: _LONG_RANGE}.get(
             key.type, (None, None))
         v = key.validator
