@@ -123,10 +123,10 @@ class Router:
             routed = await asyncio.gather(
                 *(self.append(items[i][0], items[i][1], acks=acks, timeout_ms=timeout_ms)
                   for i in remote), return_exceptions=True)
-            for i, result in zip(remote, routed, strict=True):
-                if isinstance(result, BaseException) and not isinstance(result, FranzError):
-                    raise result
-                out[i] = result
+            for i, got in zip(remote, routed, strict=True):
+                if isinstance(got, BaseException) and not isinstance(got, FranzError):
+                    raise got
+                out[i] = got
         return out  # type: ignore[return-value]
 
     async def fetch(self, tp: TopicPartition, offset: int, *, max_bytes: int,

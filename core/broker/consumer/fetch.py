@@ -177,7 +177,8 @@ class _Read:
                 max_wait_ms=wait_ms,
             )
         except OffsetOutOfRangeError:
-            return await self._reset(tp)
+            await self._reset(tp)
+            return None
         except FranzError as exc:
             if isinstance(exc, UnknownTopicOrPartitionError) or exc.retriable:
                 if isinstance(exc, KafkaStorageError) and self.offline is not None:

@@ -169,8 +169,10 @@ class PolledRecords(Sequence[tuple[TopicPartition, Record]]):
         self.chunks: list[PartitionChunk] = chunks or []
         self._pairs: list[tuple[TopicPartition, Record]] | None = None
 
+    # Shadows Sequence.count(value) with the number of records: no caller counts
+    # occurrences of a pair, and renaming it would change this class's interface.
     @property
-    def count(self) -> int:
+    def count(self) -> int:  # type: ignore[override]
         return sum(hi - lo for _tp, _b, lo, hi in self.chunks)
 
     def _decoded(self) -> list[tuple[TopicPartition, Record]]:

@@ -178,7 +178,7 @@ class GroupRouter:
                      principal: str, client_host: str | None = None) -> None:
         """The coordinator checks READ on the group and the topics committed, for
         ``principal`` from ``client_host`` (the request's)."""
-        host = {} if client_host is None else {"client_host": client_host}
+        host: dict[str, Any] = {} if client_host is None else {"client_host": client_host}
         await self._call("commit", group, instance=instance, principal=principal, offsets=offsets,
                          **host)
 

@@ -99,7 +99,7 @@ def decode_call(op: str, body: bytes) -> dict[str, Any]:
                 if not isinstance(value, kinds) or (int in kinds and isinstance(value, bool)
                                                     and bool not in kinds):
                     raise TypeError(f"argument {name!r} has the wrong type")
-                if name == "topics" and value is not None:
+                if name == "topics" and isinstance(value, list):  # else None
                     value = [_str(t) for t in value]
             out[name] = value
         return out

@@ -52,7 +52,8 @@ import asyncio
 import base64
 import logging
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Coroutine, Mapping
+from typing import Any
 
 from core.broker.controller.leader_election import elect_on_broker_change
 from core.broker.controller.partition_limits import PartitionLimits
@@ -277,8 +278,8 @@ class Controller(PreferredElection, Reassigner):
     def schedule_reconcile(self) -> None:
         self._spawn(self._reconcile_coalesced())
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -98,7 +98,8 @@ class Reassigner:
                     running = {} if data is None else parse_reassignment(data)
                 except InvalidReplicaAssignmentError:
                     running = {}
-                targets, results = dict(running), {}
+                targets = dict(running)
+                results: dict[tuple[str, int], FranzError | None] = {}
                 live = await self._live_broker_ids()
                 topics: dict[str, TopicAssignment | None] = {}
                 for (t, p), target in changes.items():

@@ -161,8 +161,12 @@ class GroupCoordinator(ClassicRebalance):
         for group in [g for g in self._groups.values() if g.partition == shard.partition]:
             if not group.is_dead:
                 group.transition_to(GroupState.DEAD, now)
-            self.fail_classic_waiters(group, lambda g=group: NotCoordinatorError(
-                f"__consumer_offsets-{g.partition} (group {g.group_id!r}) moved away"))
+
+            def moved(g: Group = group) -> NotCoordinatorError:
+                return NotCoordinatorError(
+                    f"__consumer_offsets-{g.partition} (group {g.group_id!r}) moved away")
+
+            self.fail_classic_waiters(group, moved)
             del self._groups[group.group_id]
 
     # --- lookups --------------------------------------------------------------------

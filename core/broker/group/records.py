@@ -224,6 +224,7 @@ def _member_from_metadata(meta: codec.MemberMetadata,
     if subscription is None or not is_franz_user_data(subscription.user_data):
         return _classic_member(meta, group, subscription, assignment)
     extra = _decode_user_data(subscription.user_data)
+    pattern, properties = extra.get("pattern"), extra.get("properties")  # as franz wrote them
     return Member(
         member_id=meta.member_id,
         client_id=meta.client_id,
@@ -232,12 +233,12 @@ def _member_from_metadata(meta: codec.MemberMetadata,
         rebalance_timeout_ms=meta.rebalance_timeout,
         group_instance_id=meta.group_instance_id,
         topics=subscription.topics,
-        pattern=extra.get("pattern"),
+        pattern=pattern if isinstance(pattern, str) else None,
         manual=bool(extra.get("manual", False)),
         assignment=tuple(TopicPartition(t, p) for t, p in assignment.partitions)
         if assignment
         else (),
-        properties=dict(extra.get("properties") or {}),
+        properties=dict(properties) if isinstance(properties, dict) else {},
     )
 
 

@@ -235,8 +235,10 @@ async def produce_to_topic(
     # one per record
     stamps = [part.timestamps for part in parts if part.first_offset is not None]
     timestamps: int | list[int | None] | None = [None] * total
-    if all(isinstance(ts, int) for ts in stamps) and len(set(stamps)) == 1:
-        timestamps = stamps[0]
+    first = stamps[0] if stamps else None
+    if (isinstance(first, int) and all(isinstance(ts, int) for ts in stamps)
+            and len(set(stamps)) == 1):
+        timestamps = first
     errors: dict[int, FranzError] = {}
     for part in parts:
         errors.update(part.errors)
@@ -244,7 +246,7 @@ async def produce_to_topic(
             ts, order = part.timestamps, part.order
             _consume(map(timestamps.__setitem__, order,
                          ts if isinstance(ts, list) else repeat(ts, len(order))))
-    return ProduceResults.scattered(total, runs, timestamps, errors)  # type: ignore[arg-type]
+    return ProduceResults.scattered(total, runs, timestamps, errors)
 
 
 async def _append(target: AppendTarget, items: list[tuple[TopicPartition, bytearray]], *,

@@ -93,10 +93,10 @@ class ReplicaFetcherManager:
             if sid != source:
                 fetcher.remove(tp)
         if source is not None:
-            fetcher = self.fetchers.get(source)
-            if fetcher is None:
-                fetcher = self.fetchers[source] = ReplicaFetcher(self, source)
-            fetcher.add(tp)
+            target = self.fetchers.get(source)
+            if target is None:
+                target = self.fetchers[source] = ReplicaFetcher(self, source)
+            target.add(tp)
 
     def source_of(self, tp: TopicPartition) -> int | None:
         return next((sid for sid, f in self.fetchers.items() if tp in f.partitions), None)

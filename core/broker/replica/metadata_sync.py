@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 from core.broker.metadata.cache import MetadataCache, TopicMetadata
 from core.broker.metadata.store import MetadataStore, PartitionState
@@ -30,7 +31,7 @@ from core.storage.config import LogConfig
 #: (~1 ms each when created: a slice keeps other requests' waits in the tens of ms)
 _PARTITIONS_PER_SLICE = 32
 
-def _retrieve(future: asyncio.Future[object]) -> None:
+def _retrieve(future: asyncio.Future[Any]) -> None:
     """Mark a shared sync's exception as seen (its callers re-raise it themselves)."""
     if not future.cancelled():
         future.exception()

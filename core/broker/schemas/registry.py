@@ -537,7 +537,7 @@ def method_of(registry: SchemaRegistry, op: str) -> Callable[..., Any]:
     return getattr(registry, OPS[op])  # type: ignore[no-any-return]
 
 
-def _subject_setting(values: Mapping[str, str], global_value: str, subject: str | None,
+def _subject_setting(values: Mapping[str | None, str], global_value: str, subject: str | None,
                      default_to_global: bool, missing: Callable[[], Exception]) -> str:
     """A subject's compatibility level or mode: its own, else (``default_to_global``, or
     no subject asked) the global one, else ``missing()`` raised."""

@@ -207,7 +207,7 @@ class ScramSaslServer:
         except SaslAuthenticationFailedError as exc:
             _audit_failure(self.mechanism, exchange.user, self._host, exc.message)
             raise
-        user = exchange.user
-        assert user is not None and exchange.complete
-        self._principal = Principal.user(user)
+        name = exchange.user
+        assert name is not None and exchange.complete, "a client-final message was accepted"
+        self._principal = Principal.user(name)
         return answer

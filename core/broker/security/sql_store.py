@@ -170,7 +170,7 @@ class SqlSecurityStore:
                        scram: Mapping[str, ScramCredential] | None = None) -> None:
         check_user_name(name)
         checked = check_scram(scram)
-        values = {"credential": credential.encode()}
+        values: dict[str, str | None] = {"credential": credential.encode()}
         for mechanism, column in SCRAM_COLUMNS.items():
             found = checked.get(mechanism)
             values[column.name] = found.encode() if found is not None else None

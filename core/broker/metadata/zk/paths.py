@@ -222,6 +222,7 @@ class BrokerIdZNode:
         endpoints = [_split_endpoint(str(e)) for e in obj.get("endpoints") or ()]
         http = next((e for e in endpoints if e[0] in HTTP_LISTENERS), None)
         kafka: tuple[Endpoint, ...] = ()
+        host: str | None
         if http is not None:
             name, host, port = http
             scheme = "https" if name == "HTTPS" else "http"

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from fastavro.schema import parse_schema
 
@@ -142,7 +142,7 @@ class _Validator:
         if name in self.inherited:
             self.fail(path, f"{name} is already defined by a reference: it cannot be redefined")
 
-    def fail(self, path: str, what: str) -> None:
+    def fail(self, path: str, what: str) -> NoReturn:
         raise InvalidSchemaError(f"Invalid AVRO schema at '{path or '/'}': {what}")
 
     def check(self, node: Any, path: str) -> None:

@@ -361,10 +361,10 @@ class _Subset:
         if wt is None:
             values = _written_values(w)
             if values is not None:  # the writer's values have the types: each read?
-                lost = sorted({_json_type(v) for v in values if not _typed(v, rt)})
-                if lost:
+                untyped = sorted({_json_type(v) for v in values if not _typed(v, rt)})
+                if untyped:
                     self.add("TYPE_NARROWED", f"{path}/type", f"the reader accepts only "
-                             f"{sorted(rt)}, the writer's values are also {lost}")
+                             f"{sorted(rt)}, the writer's values are also {untyped}")
                 return
             self.add("TYPE_NARROWED", f"{path}/type",
                      f"the reader accepts only {sorted(rt)}, the writer any type")
@@ -379,7 +379,7 @@ class _Subset:
     def _values(self, r: dict[str, Any], w: dict[str, Any], path: str) -> None:
         written = _written_values(w)
         if "const" in r:
-            allowed: list[Any] | None = [r["const"]]
+            allowed: list[Any] = [r["const"]]
         elif isinstance(r.get("enum"), list):
             allowed = r["enum"]
         else:

@@ -36,6 +36,7 @@ import importlib
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message import DecodeError
@@ -47,7 +48,7 @@ from core.broker.schemas.formats.proto_text import file_descriptor
 from core.broker.schemas.model import PROTOBUF, Reference
 
 F = descriptor_pb2.FieldDescriptorProto
-FileProto = descriptor_pb2.FileDescriptorProto
+FileProto: TypeAlias = descriptor_pb2.FileDescriptorProto
 ROOT_NAME = "schema.proto"  # the pool's name of a text schema
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+\Z")
 _BUILTIN = re.compile(r"google/(protobuf|type)/[a-z_0-9]+\.proto\Z")

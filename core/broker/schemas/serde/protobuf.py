@@ -127,7 +127,8 @@ def _message_path(file: Any, full_name: str | None) -> tuple[str, Indexes]:
     prefix = f"{file.package}." if file.package else ""
     if full_name is None:
         return prefix + file.message_type[0].name, (0,)
-    stack = [(prefix + m.name, (i,), m) for i, m in enumerate(file.message_type)]
+    stack: list[tuple[str, Indexes, Any]] = [
+        (prefix + m.name, (i,), m) for i, m in enumerate(file.message_type)]
     while stack:
         name, path, msg = stack.pop()
         if name == full_name:
