@@ -81,7 +81,7 @@ def create_app(broker: Broker) -> FastAPI:
     # (api.hot_routes)
     # a 405's Allow names every method of the path (api.errors.allowed_methods)
     app.state.path_methods = [
-        (compile_path(prefix + route.path)[0], frozenset(route.methods))
+        (compile_path(prefix + route.path)[0], frozenset(route.methods or ()))
         for prefix, route in api_routes(app.routes)
     ]
     unruled = missing_rules(api_routes(app.routes))

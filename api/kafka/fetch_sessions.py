@@ -150,9 +150,9 @@ def apply_incremental(session: FetchSession, req: dict[str, Any],
                 sp.name = old.name
         session.partitions[key] = sp
     for topic in req["forgotten_topics_data"] or ():
-        key = topic["topic"] if resolve is None else bytes(topic["topic_id"])
+        forgotten = topic["topic"] if resolve is None else bytes(topic["topic_id"])
         for p in topic["partitions"]:
-            session.partitions.pop((key, p), None)
+            session.partitions.pop((forgotten, p), None)
     if len(session.partitions) > MAX_SESSION_PARTITIONS:
         raise SessionError(INVALID_FETCH_SESSION_EPOCH)
     if resolve is not None:  # ids no topic had when added: one may have it now

@@ -268,7 +268,7 @@ class KafkaServer:
                 self._budget.give(held)
             raise
 
-    async def _handle(self, frame: bytes, listener: ListenerInfo,
+    async def _handle(self, frame: bytes | bytearray, listener: ListenerInfo,
                       session: Session) -> list[Any] | None:
         key, version, correlation_id = _HEADER.unpack_from(frame, 0)
         api = self.apis.get(key)
@@ -404,8 +404,13 @@ async def _sendfile(writer: KafkaConnection, region: FileRegion, timeout_s: floa
 
 
 async def _writable(loop: asyncio.AbstractEventLoop, fd: int, timeout_s: float) -> None:
-    ready = loop.create_future()
-    loop.add_writer(fd, lambda: ready.done() or ready.set_result(None))
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_writer(fd, wake)
     try:
         await asyncio.wait_for(ready, timeout_s)
     finally:

@@ -15,7 +15,7 @@ path's methods are exactly those its template documents.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 from urllib.parse import unquote
 
@@ -62,7 +62,7 @@ class RegistryRoute(APIRoute):
             child["path"] = path  # a 405's Allow is computed from it (api.errors)
         return match, child
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def answer(request: Request) -> Response:

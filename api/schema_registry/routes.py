@@ -32,7 +32,7 @@ them.) Requests are read by ``inputs``, answers written by ``answers``, both dec
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, TypedDict
 
 from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
@@ -117,7 +117,13 @@ async def list_schemas(request: Request) -> Response:
                                                               for v in found]))
 
 
-_BY_ID = dict(path=("id",), query=("format",), codes=(404, 40403, 42201))
+class _ByIdOperation(TypedDict):
+    path: tuple[str, ...]
+    query: tuple[str, ...]
+    codes: tuple[int, ...]
+
+
+_BY_ID: _ByIdOperation = {"path": ("id",), "query": ("format",), "codes": (404, 40403, 42201)}
 
 
 @router.get("/schemas/ids/{id}", summary="Get a schema by its id", operation_id="getSchema",

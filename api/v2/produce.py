@@ -237,6 +237,8 @@ def produce_answer(results: Sequence[RecordResult], *, strict: bool,
     if isinstance(results, ProduceResults) and len(results) and not results.errors:
         if results.contiguous:
             p, offsets = results.partitions, results.offsets
+            assert isinstance(p, int) and isinstance(offsets, range), \
+                "contiguous results have one partition and a range of offsets"
             items = native_render.produce_offsets_range(p, offsets.start, len(offsets))
             if items is not None:
                 return 200, b'{"offsets":[' + items + _ANSWER_TAIL
@@ -320,8 +322,10 @@ def parse_produce(fmt: EmbeddedFormat, body: bytes) -> ProduceColumns:
 async def _writer(request: Request, topic: str, req: SchemaProduceRequest, side: str,
                   schema_type: str) -> Writer | None:
     """The schema ``side`` (key or value) is written with: by text or by id."""
-    text = req.get("key_schema" if side == "key" else "value_schema")
-    schema_id = req.get("key_schema_id" if side == "key" else "value_schema_id")
+    if side == "key":  # literal keys: the TypedDict's types of the two fields
+        text, schema_id = req.get("key_schema"), req.get("key_schema_id")
+    else:
+        text, schema_id = req.get("value_schema"), req.get("value_schema_id")
     if text is not None and schema_id is not None:
         raise ApiError(400, ErrorCode.BAD_REQUEST,
                        f"{side}_schema and {side}_schema_id cannot both be given")

@@ -7,6 +7,7 @@ Unknown partition of a known topic, or a partition path segment that is not a nu
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -21,8 +22,8 @@ from core.broker.security.acl import Operation, ResourceType
 from core.broker.types import PartitionInfo, TopicInfo
 
 router = APIRouter(dependencies=[Depends(check_accept)])
-_TOPICS = ["Topic (v2)"]
-_PARTITIONS = ["Partition (v2)"]
+_TOPICS: list[str | Enum] = ["Topic (v2)"]  # the type of APIRouter.get(tags=)
+_PARTITIONS: list[str | Enum] = ["Partition (v2)"]
 
 _PARTITION = {
     "partition": 0,

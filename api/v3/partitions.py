@@ -7,6 +7,7 @@ partition's ``leader`` links to the leader's replica, null while it has none.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -35,8 +36,8 @@ router = APIRouter(
 )
 
 _TOPIC = "/topics/{topic_name}"
-_PARTITIONS = ["Partition (v3)"]
-_REPLICAS = ["Replica (v3)"]
+_PARTITIONS: list[str | Enum] = ["Partition (v3)"]  # the type of APIRouter.get(tags=)
+_REPLICAS: list[str | Enum] = ["Replica (v3)"]
 _PARTITION = _TOPIC + "/partitions/{partition_id}"
 
 

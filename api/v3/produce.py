@@ -196,7 +196,7 @@ _TYPES = "BINARY, JSON, STRING, AVRO, JSONSCHEMA, PROTOBUF"
 def _optional(raw: dict[str, Any], name: str, kind: type, where: str) -> Any:
     value = raw.get(name)
     if value is not None and (type(value) is not kind or (
-            kind is int and not -INT32_MAX - 1 <= value <= INT32_MAX)):
+            isinstance(value, int) and not -INT32_MAX - 1 <= value <= INT32_MAX)):
         what = "a 32-bit integer" if kind is int else "a string"
         raise _bad(f"{where}{name}={_show(value)} is not {what}.")
     return value
@@ -429,7 +429,7 @@ class Batch:
 
 def _written(outcome: Parsed | ApiError | FranzError,
              plan: list[tuple[bool, Writer | FranzError, int]],
-             encoded: list[bytes | None | FranzError]) -> Parsed | FranzError:
+             encoded: Sequence[bytes | None | FranzError]) -> Parsed | FranzError:
     """``outcome`` with its key and value written as ``plan`` says, or its first error."""
     assert isinstance(outcome, Parsed)
     record, key, value = outcome.record, outcome.key, outcome.value

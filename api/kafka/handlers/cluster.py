@@ -18,8 +18,9 @@ ZERO_UUID = bytes(16)
 
 
 def valid_topic_name(name: str | None) -> bool:
-    return bool(name) and len(name) <= 249 and name not in (".", "..") and \
-        all(c in _TOPIC_CHARS for c in name)
+    if not name:
+        return False
+    return len(name) <= 249 and name not in (".", "..") and all(c in _TOPIC_CHARS for c in name)
 
 
 def topic_id_bytes(topic_id: str) -> bytes:
@@ -106,7 +107,7 @@ async def metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
         bool(broker.config["auto.create.topics.enable"])
     brokers = brokers_of(ctx)
     reachable = {b["node_id"] for b in brokers}
-    topics = []
+    topics: list[dict[str, Any] | None] = []  # None: not shown (a name not asked for)
     ids = [bytes(t["topic_id"]) for t in requested or ()] if version >= 12 else []
     if any(i != ZERO_UUID for i in ids):  # v12 by topic id: the names are not looked at
         for topic_id in dict.fromkeys(i for i in ids if i != ZERO_UUID):

@@ -276,9 +276,9 @@ async def alter_partition_reassignments(ctx: RequestContext,
             outcome = await ctx.broker.controller.alter_reassignments(changes)
         except FranzError as exc:
             return top(errors.code_of(exc), errors.message_of(exc))
-        for tp, exc in outcome.items():
-            results[tp] = (errors.NONE, None) if exc is None else \
-                (errors.code_of(exc), errors.message_of(exc))
+        for tp, refused in outcome.items():
+            results[tp] = (errors.NONE, None) if refused is None else \
+                (errors.code_of(refused), errors.message_of(refused))
     return {"throttle_time_ms": 0, "error_code": errors.NONE, "error_message": None,
             "responses": [{"name": t, "partitions": [
                 {"partition_index": p, "error_code": results[(t, p)][0],

@@ -64,9 +64,10 @@ async def produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any] | 
     failed = False
 
     for topic in req["topic_data"]:
-        name, out = topic["name"], []
+        name = topic["name"]
+        out: list[dict[str, Any]] = []
         answers.append((name, out))
-        refusal = None
+        refusal: tuple[int, str | None] | None = None
         if req["transactional_id"] is not None:
             refusal = (errors.INVALID_REQUEST, "franz does not support transactions yet")
         elif acks not in (0, 1, -1):
@@ -97,9 +98,9 @@ async def produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any] | 
         try:
             info = await fut
         except FranzError as exc:
-            answer["error_code"] = code = errors.code_of(exc)
+            answer["error_code"] = error_code = errors.code_of(exc)
             answer["error_message"] = errors.message_of(exc)
-            if hints is not None and code == errors.NOT_LEADER_OR_FOLLOWER:
+            if hints is not None and error_code == errors.NOT_LEADER_OR_FOLLOWER:
                 answer["current_leader"] = hints.current_leader(name, answer["index"])
             failed = True
             continue
