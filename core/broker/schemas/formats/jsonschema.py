@@ -91,7 +91,9 @@ def parse(text: str, references: Mapping[str, ParsedSchema], refs: tuple[Referen
         raise InvalidSchemaError("Invalid JSON schema at '/$schema': not a string")
     try:
         cls = validators.validator_for(doc, default=validators.Draft7Validator)
-        cls.check_schema(doc)
+        # a boolean schema is valid JSON Schema and jsonschema checks one; its stubs
+        # (types-jsonschema) declare an object only
+        cls.check_schema(doc)  # type: ignore[arg-type]
     except js_exceptions.SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path)
         raise InvalidSchemaError(
