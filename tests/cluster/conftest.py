@@ -213,6 +213,25 @@ def running(brokers: list[BrokerProcess]) -> Iterator[list[BrokerProcess]]:
             b.stop()
 
 
+def kafka_brokers(zookeeper: str, root: Path, name: str, kafka_ports: dict[int, int],
+                  overrides: list[str]) -> list[BrokerProcess]:
+    """Brokers ``0..n-1``, one per ``kafka_ports`` entry, in a ZooKeeper chroot of their
+    own (``name`` in it), each with a PLAINTEXT Kafka listener on its port beside HTTP;
+    not started (``running``)."""
+    zk = f"{zookeeper}/franz-{name}-{os.getpid()}-{time.monotonic_ns()}"
+    return [BrokerProcess(i, free_port(), root / f"data-{i}", zk, root / f"broker-{i}.log",
+                          overrides=[*overrides, f"kafka.listeners=PLAINTEXT://127.0.0.1:{port}"])
+            for i, port in sorted(kafka_ports.items())]
+
+
+def live_broker_ids(b: BrokerProcess) -> list[int]:
+    """The broker ids ``b`` lists as live (GET /brokers); none while it does not answer."""
+    try:
+        return sorted(httpx.get(f"{b.url}/brokers", timeout=5).json()["brokers"])
+    except (httpx.HTTPError, KeyError, ValueError):
+        return []
+
+
 def read_instance_records(instance_url: str, want: int, *, query: str = "") -> list[dict[str, Any]]:
     """JSON-format records of the consumer instance at ``instance_url`` (long polls of
     1 s, ``query`` appended), until ``want`` of them came or 30 s passed."""

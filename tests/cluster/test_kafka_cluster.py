@@ -29,7 +29,6 @@ One cluster for the module; tests run in file order and leave every broker runni
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import threading
@@ -41,7 +40,7 @@ import httpx
 import pytest
 from kazoo.client import KazooClient
 
-from .conftest import BrokerProcess, free_port, running, wait_until
+from .conftest import BrokerProcess, free_port, kafka_brokers, live_broker_ids, running, wait_until
 
 ck = pytest.importorskip("confluent_kafka")
 kafka_python = pytest.importorskip("kafka")
@@ -71,14 +70,10 @@ def kafka_ports() -> dict[int, int]:
 @pytest.fixture(scope="module")
 def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory,
             kafka_ports: dict[int, int]) -> Iterator[list[BrokerProcess]]:
-    root = tmp_path_factory.mktemp("kafka-cluster")
-    zk = f"{zookeeper}/franz-kafka-cluster-{os.getpid()}-{time.monotonic_ns()}"
-    procs = [BrokerProcess(i, free_port(), root / f"data-{i}", zk, root / f"broker-{i}.log",
-                           overrides=[*OVERRIDES,
-                                      f"kafka.listeners=PLAINTEXT://127.0.0.1:{kafka_ports[i]}"])
-             for i in range(3)]
+    procs = kafka_brokers(zookeeper, tmp_path_factory.mktemp("kafka-cluster"),
+                          "kafka-cluster", kafka_ports, OVERRIDES)
     with running(procs):
-        wait_until(lambda: _live_ids(procs[0]) == [0, 1, 2], 20, "three live brokers")
+        wait_until(lambda: live_broker_ids(procs[0]) == [0, 1, 2], 20, "three live brokers")
         yield procs
 
 
@@ -89,14 +84,6 @@ def _brokers_back(brokers: list[BrokerProcess]) -> Iterator[None]:
     for b in brokers:
         if not b.running:
             b.start()
-
-
-def _live_ids(b: BrokerProcess) -> list[int]:
-    try:
-        rows = httpx.get(f"{b.url}/brokers", timeout=5).json()["brokers"]
-    except (httpx.HTTPError, KeyError, ValueError):
-        return []
-    return sorted(rows)
 
 
 def bootstrap(kafka_ports: dict[int, int], *ids: int) -> str:

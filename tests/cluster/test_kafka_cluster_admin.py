@@ -23,7 +23,6 @@ One cluster for the module; every test leaves the three brokers running.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import struct
@@ -38,7 +37,7 @@ from kazoo.client import KazooClient
 from api.kafka.protocol.codegen import decoder, encode
 from api.kafka.protocol.schema import load
 
-from .conftest import BrokerProcess, free_port, running, wait_until
+from .conftest import BrokerProcess, free_port, kafka_brokers, live_broker_ids, running, wait_until
 
 ck = pytest.importorskip("confluent_kafka")
 kafka_python = pytest.importorskip("kafka")
@@ -64,14 +63,10 @@ def kafka_ports() -> dict[int, int]:
 @pytest.fixture(scope="module")
 def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory,
             kafka_ports: dict[int, int]) -> Iterator[list[BrokerProcess]]:
-    root = tmp_path_factory.mktemp("kafka-cluster-admin")
-    zk = f"{zookeeper}/franz-kafka-admin-{os.getpid()}-{time.monotonic_ns()}"
-    procs = [BrokerProcess(i, free_port(), root / f"data-{i}", zk, root / f"broker-{i}.log",
-                           overrides=[*OVERRIDES,
-                                      f"kafka.listeners=PLAINTEXT://127.0.0.1:{kafka_ports[i]}"])
-             for i in range(3)]
+    procs = kafka_brokers(zookeeper, tmp_path_factory.mktemp("kafka-cluster-admin"),
+                          "kafka-admin", kafka_ports, OVERRIDES)
     with running(procs):
-        wait_until(lambda: _live(procs[0]) == [0, 1, 2], 20, "three live brokers")
+        wait_until(lambda: live_broker_ids(procs[0]) == [0, 1, 2], 20, "three live brokers")
         yield procs
 
 
@@ -83,14 +78,7 @@ def _brokers_back(brokers: list[BrokerProcess]) -> Iterator[None]:
             b.signal(signal.SIGCONT)
         else:
             b.start()
-    wait_until(lambda: _live(brokers[0]) == [0, 1, 2], 30, "three live brokers again")
-
-
-def _live(b: BrokerProcess) -> list[int]:
-    try:
-        return sorted(httpx.get(f"{b.url}/brokers", timeout=5).json()["brokers"])
-    except (httpx.HTTPError, KeyError, ValueError):
-        return []
+    wait_until(lambda: live_broker_ids(brokers[0]) == [0, 1, 2], 30, "three live brokers again")
 
 
 def bootstrap(ports: dict[int, int], *ids: int) -> str:

@@ -7,7 +7,6 @@ and leads, consumers still start at the new offset: deleted records never come b
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from .conftest import BrokerProcess, free_port, running, wait_until
+from .conftest import BrokerProcess, free_port, kafka_brokers, running, wait_until
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -35,12 +34,8 @@ def kafka_ports() -> dict[int, int]:
 @pytest.fixture(scope="module")
 def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory,
             kafka_ports: dict[int, int]) -> Iterator[list[BrokerProcess]]:
-    root = tmp_path_factory.mktemp("kafka-delete-records")
-    zk = f"{zookeeper}/franz-delete-records-{os.getpid()}-{time.monotonic_ns()}"
-    procs = [BrokerProcess(i, free_port(), root / f"data-{i}", zk, root / f"broker-{i}.log",
-                           overrides=[*OVERRIDES,
-                                      f"kafka.listeners=PLAINTEXT://127.0.0.1:{kafka_ports[i]}"])
-             for i in range(2)]
+    procs = kafka_brokers(zookeeper, tmp_path_factory.mktemp("kafka-delete-records"),
+                          "delete-records", kafka_ports, OVERRIDES)
     with running(procs):
         yield procs
 

@@ -10,7 +10,6 @@ Fetch v12-v15 leave CurrentLeader empty, as Kafka 3.9 does. Raw requests over so
 from __future__ import annotations
 
 import json
-import os
 import socket
 import struct
 import time
@@ -25,7 +24,7 @@ from api.kafka.protocol.codegen import decoder, encode
 from api.kafka.protocol.schema import load
 from core.storage.records import NewRecord, build_batch
 
-from .conftest import BrokerProcess, free_port, running, wait_until
+from .conftest import BrokerProcess, free_port, kafka_brokers, live_broker_ids, running, wait_until
 
 TOPIC = "nvc-rf1"
 NOT_LEADER_OR_FOLLOWER = 6
@@ -39,32 +38,12 @@ def kafka_ports() -> dict[int, int]:
 @pytest.fixture(scope="module")
 def brokers(zookeeper: str, tmp_path_factory: pytest.TempPathFactory,
             kafka_ports: dict[int, int]) -> Iterator[list[BrokerProcess]]:
-    root = tmp_path_factory.mktemp("kafka-new-versions")
-    zk = f"{zookeeper}/franz-kafka-nv-{os.getpid()}-{time.monotonic_ns()}"
-    procs = [BrokerProcess(i, free_port(), root / f"data-{i}", zk, root / f"broker-{i}.log",
-                           overrides=["zookeeper.session.timeout.ms=4000",
-                                      "offsets.topic.num.partitions=1",
-                                      f"kafka.listeners=PLAINTEXT://127.0.0.1:{kafka_ports[i]}"])
-             for i in range(2)]
+    procs = kafka_brokers(zookeeper, tmp_path_factory.mktemp("kafka-new-versions"),
+                          "kafka-nv", kafka_ports,
+                          ["zookeeper.session.timeout.ms=4000", "offsets.topic.num.partitions=1"])
     with running(procs):
-        wait_until(lambda: _live_ids(procs[0]) == [0, 1], 20, "two live brokers")
+        wait_until(lambda: live_broker_ids(procs[0]) == [0, 1], 20, "two live brokers")
         yield procs
-
-
-@pytest.fixture(scope="module")
-def zk(brokers: list[BrokerProcess]) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=brokers[0].zk, timeout=10)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
-
-
-def _live_ids(b: BrokerProcess) -> list[int]:
-    try:
-        return sorted(httpx.get(f"{b.url}/brokers", timeout=5).json()["brokers"])
-    except (httpx.HTTPError, KeyError, ValueError):
-        return []
 
 
 def call(port: int, api: str, key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
