@@ -57,7 +57,7 @@ from typing import Any
 
 from core.broker.controller.leader_election import elect_on_broker_change
 from core.broker.controller.partition_limits import PartitionLimits
-from core.broker.controller.preferred_election import PreferredElection
+from core.broker.controller.preferred_election import PreferredElection, stored_partitions
 from core.broker.controller.reassigner import Reassigner
 from core.broker.controller.reassignment import REASSIGN_PARTITIONS
 from core.broker.controller.replica_assignment import assign_replicas
@@ -238,18 +238,8 @@ class Controller(PreferredElection, Reassigner):
         out: dict[tuple[str, int], int | None] = {}
         async with self._work:
             live = set(await self._live_broker_ids())
-            by_topic: dict[str, list[int]] = {}
-            for t, p in parts:
-                by_topic.setdefault(t, []).append(p)
-            for topic, partitions in sorted(by_topic.items()):
-                assignment = await self.store.get_topic(topic)
-                if assignment is None:
-                    continue
-                states = await self.store.get_partition_states(topic)
-                for p in partitions:
-                    if p in assignment.partitions and p in states:
-                        out[(topic, p)] = await self._elect_unclean_one(
-                            topic, p, assignment.partitions[p], states[p], live)
+            for topic, p, replicas, state in await stored_partitions(self.store, parts):
+                out[(topic, p)] = await self._elect_unclean_one(topic, p, replicas, state, live)
         return out
 
     async def _elect_unclean_one(self, topic: str, partition: int, replicas: tuple[int, ...],

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from core.broker.controller.leader_election import elect_preferred, imbalanced_partitions
@@ -29,10 +30,36 @@ from core.broker.controller.reassignment import (
     parse_election,
 )
 from core.broker.errors import InvalidReplicaAssignmentError, UnknownTopicError
-from core.broker.metadata.store import BadVersionError, MetadataStore, TopicAssignment
+from core.broker.metadata.store import (
+    BadVersionError,
+    MetadataStore,
+    PartitionState,
+    TopicAssignment,
+)
 from core.errors import FranzError
 
 log = logging.getLogger(__name__)
+
+
+async def stored_partitions(store: MetadataStore, parts: Iterable[tuple[str, int]]
+                            ) -> list[tuple[str, int, tuple[int, ...], PartitionState]]:
+    """``(topic, partition, replicas, state)`` of each of ``parts`` the store has both an
+    assignment and a state for, topics in name order (one read of each topic's
+    assignment and states)."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in parts:
+        by_topic.setdefault(t, []).append(p)
+    out = []
+    for topic, partitions in sorted(by_topic.items()):
+        assignment = await store.get_topic(topic)
+        if assignment is None:
+            continue
+        states = await store.get_partition_states(topic)
+        for p in partitions:
+            state, replicas = states.get(p), assignment.partitions.get(p)
+            if state is not None and replicas is not None:
+                out.append((topic, p, replicas, state))
+    return out
 
 
 class PreferredElection:
@@ -90,30 +117,21 @@ class PreferredElection:
         """Move leadership of ``parts`` to their preferred replica where it can lead now;
         returns the partitions whose leader changed. Active controller only."""
         live = set(await self._live_broker_ids()) - self.shutting_down
-        by_topic: dict[str, list[int]] = {}
-        for t, p in parts:
-            by_topic.setdefault(t, []).append(p)
         moved = []
-        for topic, partitions in sorted(by_topic.items()):
-            assignment = await self.store.get_topic(topic)
-            if assignment is None:
+        for topic, p, replicas, state in await stored_partitions(self.store, parts):
+            if self.epoch is None:
+                break
+            new = elect_preferred(state, replicas, live, controller_epoch=self.epoch)
+            if new is None:
                 continue
-            states = await self.store.get_partition_states(topic)
-            for p in partitions:
-                state, replicas = states.get(p), assignment.partitions.get(p)
-                if state is None or replicas is None or self.epoch is None:
-                    continue
-                new = elect_preferred(state, replicas, live, controller_epoch=self.epoch)
-                if new is None:
-                    continue
-                try:
-                    await self.store.update_partition_state(topic, p, new,
-                                                            expected_version=state.version)
-                except BadVersionError:
-                    continue  # changed meanwhile; the next check will see it
-                log.info("controller: preferred leader %d elected for %s-%d (epoch %d)",
-                         new.leader, topic, p, new.leader_epoch)
-                moved.append((topic, p))
+            try:
+                await self.store.update_partition_state(topic, p, new,
+                                                        expected_version=state.version)
+            except BadVersionError:
+                continue  # changed meanwhile; the next check will see it
+            log.info("controller: preferred leader %d elected for %s-%d (epoch %d)",
+                     new.leader, topic, p, new.leader_epoch)
+            moved.append((topic, p))
         return moved
 
     async def _rebalance_loop(self) -> None:
